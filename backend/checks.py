@@ -1,0 +1,41 @@
+"""System checks that refuse dangerous production configuration (``manage.py check --deploy``).
+
+Ids are stable: notify.E001… errors, notify.W001… warnings.
+"""
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+
+
+@register(Tags.security, deploy=True)
+def check_production_settings(app_configs, **kwargs):
+    problems = []
+    if settings.SECRET_KEY == settings.EMBEDDED_SECRET_KEY:
+        problems.append(
+            Error("SECRET_KEY is the embedded demo key.", hint="Set SECRET_KEY or SECRET_KEY_FILE.", id="notify.E001")
+        )
+    if settings.HUEY_IMMEDIATE:
+        problems.append(
+            Error(
+                "HUEY_IMMEDIATE is on: deliveries would run inside API requests.",
+                hint="Unset HUEY_IMMEDIATE.",
+                id="notify.E002",
+            )
+        )
+    if not settings.REDIS_URL:
+        problems.append(
+            Warning(
+                "REDIS_URL is unset: queues on SQLite, an in-memory channel layer and per-process counters.",
+                hint="Set REDIS_URL; the embedded default is for one machine only.",
+                id="notify.W001",
+            )
+        )
+    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+        problems.append(
+            Warning(
+                "DATABASE_URL is unset: SQLite is the system of record.",
+                hint="Point DATABASE_URL at PostgreSQL.",
+                id="notify.W002",
+            )
+        )
+    return problems

@@ -1,0 +1,20 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
+
+from backend.notifications.api import views
+
+urlpatterns = [
+    path("notifications", views.NotificationCreateView.as_view(), name="notification-create"),
+    path("notifications/<uuid:pk>", views.NotificationDetailView.as_view(), name="notification-detail"),
+    path("users/<str:user_id>", views.RecipientView.as_view(), name="user"),
+    path(
+        "openapi.json",
+        SpectacularJSONAPIView.as_view(authentication_classes=[], permission_classes=[]),
+        name="openapi",
+    ),
+    path(
+        "docs",
+        SpectacularSwaggerView.as_view(url_name="openapi", authentication_classes=[], permission_classes=[]),
+        name="api-docs",
+    ),
+]

@@ -1,0 +1,123 @@
+"""Views of /api/v1: parse, call one action, answer."""
+
+from django.db import transaction
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from backend.notifications import actions
+from backend.notifications.api.errors import validation_response
+from backend.notifications.api.serializers import (
+    AcceptedSerializer,
+    NotificationSerializer,
+    RecipientSerializer,
+    SendRequestSerializer,
+)
+from backend.notifications.models import Notification, Recipient
+
+IDEMPOTENCY_KEY_MAX = 255
+
+_ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
+
+
+def _notification(pk) -> Notification:
+    notification = (
+        Notification.objects.select_related("recipient", "kind", "template_version__kind")
+        .prefetch_related("state_changes", "attempts")
+        .filter(pk=pk)
+        .first()
+    )
+    if notification is None:
+        raise NotFound(f"No notification with id {pk}.")
+    return notification
+
+
+def _idempotency_key(request: Request) -> str:
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if not key:
+        raise ParseError("Missing 'Idempotency-Key' header: name the event, e.g. order-5012-shipped.")
+    if len(key) > IDEMPOTENCY_KEY_MAX:
+        raise ParseError(f"'Idempotency-Key' may be at most {IDEMPOTENCY_KEY_MAX} characters.")
+    return key
+
+
+class NotificationCreateView(APIView):
+    @extend_schema(
+        operation_id="send_notification",
+        request=SendRequestSerializer,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                required=True,
+                description="A stable name of the event (order-5012-shipped), never a random per-attempt id.",
+            )
+        ],
+        responses={
+            202: AcceptedSerializer,
+            200: OpenApiResponse(AcceptedSerializer, description="Duplicate: the original notification."),
+            400: _ERROR,
+            401: _ERROR,
+            422: _ERROR,
+        },
+    )
+    def post(self, request: Request) -> Response:
+        """Accept a notification for delivery (202), or return the original for a repeated key (200)."""
+        key = _idempotency_key(request)
+        if not isinstance(request.data, dict):
+            raise ParseError("The body must be a JSON object.")
+        serializer = SendRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        send = actions.SendRequest(idempotency_key=key, **serializer.validated_data)
+        try:
+            accepted = actions.accept(send, client=request.auth)
+        except actions.AcceptError as exc:
+            return validation_response({exc.field: [exc.message]})
+        except actions.IdempotencyConflict as exc:
+            return validation_response({"Idempotency-Key": [str(exc)]})
+        notification = _notification(accepted.notification.pk)
+        notification.duplicate = accepted.duplicate
+        return Response(
+            AcceptedSerializer(notification).data,
+            status=status.HTTP_200_OK if accepted.duplicate else status.HTTP_202_ACCEPTED,
+        )
+
+
+class NotificationDetailView(APIView):
+    @extend_schema(operation_id="get_notification", responses={200: NotificationSerializer, 401: _ERROR, 404: _ERROR})
+    def get(self, request: Request, pk) -> Response:
+        """A notification's state, its state history with timestamps, and every provider attempt."""
+        return Response(NotificationSerializer(_notification(pk)).data)
+
+
+class RecipientView(APIView):
+    @extend_schema(operation_id="get_user", responses={200: RecipientSerializer, 401: _ERROR, 404: _ERROR})
+    def get(self, request: Request, user_id: str) -> Response:
+        """A user's contact data."""
+        recipient = Recipient.objects.filter(user_id=user_id).first()
+        if recipient is None:
+            raise NotFound(f"No user with id {user_id!r}.")
+        return Response(RecipientSerializer(recipient).data)
+
+    @extend_schema(
+        operation_id="put_user",
+        request=RecipientSerializer,
+        responses={200: RecipientSerializer, 201: RecipientSerializer, 400: _ERROR, 401: _ERROR, 422: _ERROR},
+    )
+    def put(self, request: Request, user_id: str) -> Response:
+        """Create (201) or replace (200) a user's contact data; the phone is stored as E.164."""
+        if len(user_id) > 128:
+            return validation_response({"user_id": ["At most 128 characters."]})
+        if not isinstance(request.data, dict):
+            raise ParseError("The body must be a JSON object.")
+        serializer = RecipientSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        with transaction.atomic():
+            recipient, created = Recipient.objects.update_or_create(user_id=user_id, defaults=serializer.validated_data)
+        return Response(
+            RecipientSerializer(recipient).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )

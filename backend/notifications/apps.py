@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class NotificationsConfig(AppConfig):
+    name = "backend.notifications"
+    label = "notifications"
+    verbose_name = "Notifications"
+
+    def ready(self) -> None:
+        from backend import checks  # noqa: F401  (registers the system checks)

@@ -1,0 +1,1 @@
+"""What a worker does with a notification: dispatch, retry timing, and the sweeper."""

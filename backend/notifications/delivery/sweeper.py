@@ -1,0 +1,77 @@
+"""The sweeper: the database, not the queue, decides what still has to be delivered.
+
+Huey has no acknowledgement: a task popped by a worker that then dies is
+gone, and a Redis restarted empty forgets every queued task. So the
+scheduler process periodically re-enqueues rows whose task may be lost
+(DESIGN.md §2, at-least-once): ``sending`` past the visibility timeout (the
+worker died mid-call) goes back to ``queued``; ``queued`` past the timeout is
+enqueued again; ``scheduled`` rows whose ``send_at`` has come are released.
+A task enqueued twice is harmless: only one worker wins the claim.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from backend.notifications.models import Notification, State, StateChange
+from backend.notifications.tasks import enqueue_delivery
+
+BATCH = 1000
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """How many rows each rule touched in one sweep."""
+
+    stale_sending: int
+    stale_queued: int
+    due_scheduled: int
+
+
+def _move(ids: list, from_state: str, reason: str, **filters) -> list:
+    """Conditionally move rows back to queued (due now); return the ids this sweep moved."""
+    now = timezone.now()
+    moved = []
+    for pk in ids:
+        with transaction.atomic():
+            if Notification.objects.filter(pk=pk, state=from_state, **filters).update(
+                state=State.QUEUED, reason=reason, queued_at=now, updated_at=now
+            ):
+                StateChange.objects.create(
+                    notification_id=pk, from_state=from_state, to_state=State.QUEUED, reason=reason
+                )
+                moved.append(pk)
+    return moved
+
+
+def _enqueue(ids: list) -> None:
+    tiers = dict(Notification.objects.filter(pk__in=ids).values_list("pk", "priority"))
+    for pk in ids:
+        enqueue_delivery(str(pk), tiers[pk])
+
+
+def sweep(now: datetime | None = None) -> SweepReport:
+    """Run the three recovery rules once, at most ``BATCH`` rows each."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"])
+    notifications = Notification.objects.order_by()
+
+    stale_sending_ids = list(
+        notifications.filter(state=State.SENDING, sending_at__lt=cutoff).values_list("pk", flat=True)[:BATCH]
+    )
+    stale_sending = _move(stale_sending_ids, State.SENDING, "visibility-timeout", sending_at__lt=cutoff)
+
+    stale_queued = list(
+        notifications.filter(state=State.QUEUED, queued_at__lt=cutoff).values_list("pk", flat=True)[:BATCH]
+    )
+    # Pushed forward so the next sweep leaves them alone for another timeout.
+    Notification.objects.filter(pk__in=stale_queued, state=State.QUEUED).update(queued_at=now)
+
+    due_ids = list(notifications.filter(state=State.SCHEDULED, send_at__lte=now).values_list("pk", flat=True)[:BATCH])
+    due = _move(due_ids, State.SCHEDULED, "send-at-reached", send_at__lte=now)
+
+    _enqueue(stale_sending + stale_queued + due)
+    return SweepReport(len(stale_sending), len(stale_queued), len(due))

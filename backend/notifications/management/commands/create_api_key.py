@@ -1,0 +1,21 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from backend.notifications.models import ApiClient
+
+
+class Command(BaseCommand):
+    help = "Create an API client and print its key (the last line of output). The key is shown once."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="The calling service's name, e.g. orders.")
+        parser.add_argument("--rotate", action="store_true", help="Replace the key of an existing client.")
+
+    def handle(self, name: str, rotate: bool, **options):
+        existing = ApiClient.objects.filter(name=name).first()
+        if existing and not rotate:
+            raise CommandError(f"A client named {name!r} exists; pass --rotate to replace its key.")
+        if existing:
+            existing.delete()
+        client, key = ApiClient.issue(name)
+        self.stdout.write(f"API key for {client.name} (store it now, it is not kept):")
+        self.stdout.write(key)

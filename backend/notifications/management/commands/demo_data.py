@@ -1,0 +1,118 @@
+from django.contrib.auth.models import Group, User
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils import timezone
+
+from backend.notifications.models import Category, Channel, Kind, Priority, Recipient, TemplateVersion
+
+DEMO_PASSWORD = "demo"
+
+KINDS = [
+    ("otp", "One-time login code", Category.SECURITY, Priority.HIGH, Channel.SMS),
+    ("shipped", "Order shipped", Category.TRANSACTIONAL, Priority.STANDARD, Channel.EMAIL),
+    ("promo", "Marketing offer", Category.MARKETING, Priority.STANDARD, Channel.EMAIL),
+]
+
+# (kind, language, channel) → (subject, text, html). Embedded LTR runs (order
+# numbers, codes) are isolated with <bdi> so they keep their order in RTL text.
+TEMPLATES = {
+    ("otp", "en", Channel.SMS): ("", "Your code is {{ code }}. It expires in 5 minutes.", ""),
+    ("otp", "ar", Channel.SMS): ("", "رمز التحقق الخاص بك هو {{ code }}. تنتهي صلاحيته خلال 5 دقائق.", ""),
+    ("otp", "en", Channel.EMAIL): (
+        "Your login code",
+        "Your code is {{ code }}. It expires in 5 minutes.",
+        "<p>Your code is <strong><bdi>{{ code }}</bdi></strong>. It expires in 5 minutes.</p>",
+    ),
+    ("otp", "ar", Channel.EMAIL): (
+        "رمز الدخول",
+        "رمز التحقق الخاص بك هو {{ code }}. تنتهي صلاحيته خلال 5 دقائق.",
+        "<p>رمز التحقق الخاص بك هو <strong><bdi>{{ code }}</bdi></strong>. تنتهي صلاحيته خلال 5 دقائق.</p>",
+    ),
+    ("shipped", "en", Channel.EMAIL): (
+        "Your order {{ order }} has shipped",
+        "Good news: your order {{ order }} is on its way.\nTrack it at {{ tracking_url|default('your account') }}.",
+        "<h2>Your order is on its way</h2><p>Order <bdi>{{ order }}</bdi> has shipped.</p>",
+    ),
+    ("shipped", "ar", Channel.EMAIL): (
+        "تم شحن طلبك رقم {{ order }}",
+        "خبر سار: طلبك رقم {{ order }} في الطريق إليك.",
+        "<h2>طلبك في الطريق إليك</h2><p>تم شحن الطلب رقم <bdi>{{ order }}</bdi>.</p>",
+    ),
+    ("shipped", "en", Channel.SMS): ("", "Your order {{ order }} has shipped.", ""),
+    ("shipped", "ar", Channel.SMS): ("", "تم شحن طلبك رقم {{ order }}.", ""),
+    ("promo", "en", Channel.EMAIL): (
+        "{{ percent }}% off this weekend",
+        "Everything is {{ percent }}% off until Sunday.",
+        "<h2>{{ percent }}% off this weekend</h2><p>Everything is {{ percent }}% off until Sunday.</p>",
+    ),
+    ("promo", "ar", Channel.EMAIL): (
+        "خصم {{ percent }}٪ في عطلة نهاية الأسبوع",
+        "خصم {{ percent }}٪ على كل شيء حتى يوم الأحد.",
+        "<h2>خصم <bdi>{{ percent }}٪</bdi> في عطلة نهاية الأسبوع</h2><p>خصم على كل شيء حتى يوم الأحد.</p>",
+    ),
+}
+
+RECIPIENTS = [
+    ("u-ar-1", "layla@example.com", "+966501234567", "ar", "Asia/Riyadh"),
+    ("u-en-1", "sam@example.com", "+14155550123", "en", "America/New_York"),
+    ("u-fa-1", "dariush@example.com", "+989121234567", "fa", "Asia/Tehran"),
+]
+
+# username → (group, is_superuser)
+STAFF = {
+    "admin": ("", True),
+    "marketer": ("marketer", False),
+    "approver": ("approver", False),
+    "editor": ("template editor", False),
+    "support": ("support agent", False),
+}
+
+
+class Command(BaseCommand):
+    help = "Create (or refresh) the demo kinds, approved ar/en templates, recipients and staff users."
+
+    @transaction.atomic
+    def handle(self, **options):
+        kinds = {}
+        for name, description, category, priority, channel in KINDS:
+            kinds[name], _ = Kind.objects.update_or_create(
+                name=name,
+                defaults={
+                    "description": description,
+                    "category": category,
+                    "priority": priority,
+                    "default_channel": channel,
+                    "default_language": "en",
+                },
+            )
+        for (kind, language, channel), (subject, text, html) in TEMPLATES.items():
+            TemplateVersion.objects.update_or_create(
+                kind=kinds[kind],
+                language=language,
+                channel=channel,
+                version=1,
+                defaults={
+                    "subject": subject,
+                    "text_body": text,
+                    "html_body": html,
+                    "status": TemplateVersion.Status.APPROVED,
+                    "approved_at": timezone.now(),
+                },
+            )
+        for user_id, email, phone, language, time_zone in RECIPIENTS:
+            Recipient.objects.update_or_create(
+                user_id=user_id,
+                defaults={"email": email, "phone": phone, "language": language, "time_zone": time_zone},
+            )
+        for username, (group_name, superuser) in STAFF.items():
+            user, _ = User.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})
+            user.is_staff = True
+            user.is_superuser = superuser
+            user.set_password(DEMO_PASSWORD)
+            user.save()
+            if group_name:
+                user.groups.add(Group.objects.get_or_create(name=group_name)[0])
+        self.stdout.write(
+            f"Demo data: {len(KINDS)} kinds, {len(TEMPLATES)} templates, {len(RECIPIENTS)} recipients, "
+            f"staff {', '.join(STAFF)} (password {DEMO_PASSWORD!r})."
+        )

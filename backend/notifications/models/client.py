@@ -1,0 +1,42 @@
+import hashlib
+import secrets
+
+from django.db import models
+
+KEY_PREFIX = "ntf_"
+
+
+def hash_api_key(key: str) -> str:
+    """SHA-256 hex digest of an API key.
+
+    Keys carry 256 bits of randomness, so a fast hash is safe here (unlike
+    passwords) and lets the key be looked up by an indexed equality.
+    """
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiClient(models.Model):
+    """A backend service allowed to call the API. Only the key's hash is stored."""
+
+    name = models.CharField(max_length=100, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    key_hint = models.CharField(
+        max_length=12, editable=False, help_text="First characters of the key, to recognise it."
+    )
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "API client"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def issue(cls, name: str) -> tuple["ApiClient", str]:
+        """Create a client and return it with its key, which is shown this once only."""
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        client = cls.objects.create(name=name, key_hash=hash_api_key(key), key_hint=key[:10])
+        return client, key

@@ -1,0 +1,123 @@
+import uuid
+
+from django.db import models
+
+from backend.notifications.models.client import ApiClient
+from backend.notifications.models.kind import Channel, Kind, Priority
+from backend.notifications.models.recipient import Recipient
+from backend.notifications.models.template import TemplateVersion
+
+
+class State(models.TextChoices):
+    """Where a notification is in its life (DESIGN.md §2).
+
+    queued → sending → sent is the happy path; ``scheduled`` waits for
+    ``send_at``; ``failed`` is a permanent provider error or the last attempt
+    used up; ``suppressed`` and ``expired`` are policy stops with a reason.
+    """
+
+    QUEUED = "queued", "Queued"
+    SCHEDULED = "scheduled", "Scheduled"
+    SENDING = "sending", "Sending"
+    SENT = "sent", "Sent"
+    FAILED = "failed", "Failed"
+    SUPPRESSED = "suppressed", "Suppressed"
+    EXPIRED = "expired", "Expired"
+
+
+class Notification(models.Model):
+    """One request to reach one person with one kind, on one channel.
+
+    ``idempotency_key`` names the event (``order-5012-shipped``) and is
+    UNIQUE: the database is the last guarantee against duplicates.
+    ``request_hash`` is the SHA-256 of the canonical request, to tell a
+    retry (same body) from a misuse of the key (different body).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    idempotency_key = models.CharField(max_length=255, unique=True)
+    request_hash = models.CharField(max_length=64)
+    client = models.ForeignKey(
+        ApiClient, null=True, blank=True, on_delete=models.SET_NULL, related_name="notifications"
+    )
+    recipient = models.ForeignKey(Recipient, on_delete=models.PROTECT, related_name="notifications")
+    kind = models.ForeignKey(Kind, on_delete=models.PROTECT, related_name="notifications")
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    priority = models.CharField(max_length=8, choices=Priority.choices)
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED)
+    reason = models.CharField(max_length=64, blank=True, help_text="Why it was suppressed, expired or failed.")
+    send_at = models.DateTimeField(null=True, blank=True)
+    template_version = models.ForeignKey(
+        TemplateVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    preview = models.CharField(max_length=200, blank=True, help_text="Start of the rendered text.")
+    provider = models.CharField(max_length=32, blank=True)
+    provider_ref = models.CharField(max_length=255, blank=True)
+    attempt_count = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    queued_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it became due in its queue (later for a delayed retry)."
+    )
+    sending_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["recipient", "-created_at"], name="notification_recipient_idx"),
+            models.Index(fields=["provider", "provider_ref"], name="notification_provider_ref_idx"),
+            # The sweeper's scan: rows left queued past the visibility timeout.
+            models.Index(fields=["state", "queued_at"], name="notification_state_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind.name} → {self.recipient.user_id} ({self.state})"
+
+
+class StateChange(models.Model):
+    """One transition in a notification's history, with its reason."""
+
+    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="state_changes")
+    from_state = models.CharField(max_length=12, choices=State.choices, blank=True)
+    to_state = models.CharField(max_length=12, choices=State.choices)
+    reason = models.CharField(max_length=64, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.from_state or '∅'} → {self.to_state}"
+
+
+class Attempt(models.Model):
+    """One call to a provider, written before the call and completed after it.
+
+    ``latency_ms`` is wall time of the provider call in milliseconds; a row
+    with no ``result`` is a call that never came back (the worker died).
+    """
+
+    class Result(models.TextChoices):
+        SENT = "sent", "Sent"
+        TRANSIENT = "transient", "Transient error"
+        PERMANENT = "permanent", "Permanent error"
+
+    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveSmallIntegerField()
+    provider = models.CharField(max_length=32)
+    started_at = models.DateTimeField()
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    result = models.CharField(max_length=10, choices=Result.choices, blank=True)
+    error = models.TextField(blank=True)
+    provider_ref = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["number", "id"]
+        indexes = [models.Index(fields=["provider", "provider_ref"], name="attempt_provider_ref_idx")]
+
+    def __str__(self) -> str:
+        return f"#{self.number} via {self.provider}: {self.result or 'in flight'}"

@@ -1,0 +1,1 @@
+"""Provider adapters: one module per provider behind the contract in ``base.py``."""

@@ -1,0 +1,50 @@
+"""Email through Django's SMTP backend (a relay, an ESP's SMTP endpoint, or the demo sink).
+
+Reply codes follow RFC 5321 §4.2.1: 4yz is a transient negative completion
+(retry later), 5yz a permanent one (the address or the message is refused).
+"""
+
+import smtplib
+from email.utils import make_msgid
+
+from django.core.mail import EmailMultiAlternatives
+
+from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, register
+
+
+def _error_for_code(code: int, detail: str) -> ProviderError:
+    return ProviderError(f"SMTP {code}: {detail}", permanent=500 <= code < 600)
+
+
+@register
+class SmtpProvider(Provider):
+    """Sends a multipart/alternative mail: text/plain first, then text/html."""
+
+    name = "smtp"
+    channel = "email"
+
+    def send(self, message: OutboundMessage) -> str:
+        message_id = make_msgid(idstring=message.notification_id, domain="notify.local")
+        mail = EmailMultiAlternatives(
+            subject=message.subject,
+            body=message.text,
+            to=[message.to],
+            headers={"Message-ID": message_id, "X-Notification-Id": message.notification_id, **message.headers},
+        )
+        if message.html:
+            mail.attach_alternative(message.html, "text/html")
+        try:
+            mail.send(fail_silently=False)
+        except smtplib.SMTPRecipientsRefused as exc:
+            code, detail = next(iter(exc.recipients.values()))
+            raise _error_for_code(code, _decode(detail)) from exc
+        except (smtplib.SMTPSenderRefused, smtplib.SMTPDataError) as exc:
+            raise _error_for_code(exc.smtp_code, _decode(exc.smtp_error)) from exc
+        except (TimeoutError, smtplib.SMTPException, OSError) as exc:
+            # Connection refused, timeouts, dropped sessions: the relay may be back soon.
+            raise ProviderError(f"SMTP connection failed: {exc}", permanent=False) from exc
+        return message_id
+
+
+def _decode(detail: bytes | str) -> str:
+    return detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)

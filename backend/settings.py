@@ -1,0 +1,213 @@
+"""Settings for the notification platform: one module, driven by environment variables.
+
+Unset variables give the embedded default (SQLite, Huey on SQLite, the in-memory
+channel layer, local-memory counters), which is what the demo runs. README lists
+every variable; ``manage.py check --deploy`` refuses dangerous production values.
+"""
+
+from pathlib import Path
+
+import dj_database_url
+
+from backend.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Where the embedded default keeps its SQLite files and the demo its mail sink.
+DATA_DIR = Path(env_str("NOTIFY_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+EMBEDDED_SECRET_KEY = "embedded-demo-secret-key-do-not-use-in-production"
+SECRET_KEY = env_str("SECRET_KEY", EMBEDDED_SECRET_KEY)
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "backend.notifications",
+    "frontend",
+    "inbox",
+    "campaigns",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "backend.urls"
+WSGI_APPLICATION = "backend.wsgi.application"
+ASGI_APPLICATION = "backend.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'notify.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web and two worker pools write to one file: wait for the lock instead of
+    # failing with "database is locked", and let readers run beside the writer.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Redis holds only what can be lost or rebuilt (DESIGN.md §3): the Huey queues,
+# the channel layer and counters such as the idempotency fast path.
+REDIS_URL = env_str("REDIS_URL", "")
+
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+        }
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Huey: one queue per tier, each consumed by its own worker pool
+# (backend/notifications/queues.py). Never immediate unless asked: an
+# immediate Huey would deliver inside the API request.
+HUEY_IMMEDIATE = env_bool("HUEY_IMMEDIATE", False)
+HUEY_WORKERS = {
+    "high": env_int("HUEY_HIGH_WORKERS", 4, minimum=1),
+    "standard": env_int("HUEY_STANDARD_WORKERS", 4, minimum=1),
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("ar", "العربية"), ("fa", "فارسی")]
+# Django's default would set the process time zone to America/Chicago.
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# The embedded demo has no nginx in front: daphne serves /static/ itself.
+SERVE_STATIC = env_bool("SERVE_STATIC", DEBUG)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+LOGIN_URL = "admin:login"
+
+# Email: Django's SMTP backend. The demo points it at the local sink
+# (``manage.py smtp_sink``); production at a relay or an ESP's SMTP endpoint.
+EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
+EMAIL_PORT = env_int("EMAIL_PORT", 1025, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Notify <notify@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+
+# Delivery engine.
+NOTIFY = {
+    # Seconds a notification may sit in queued/sending before the sweeper
+    # re-enqueues it (a lost queue or a killed worker, DESIGN.md §2).
+    "VISIBILITY_TIMEOUT": env_float("NOTIFY_VISIBILITY_TIMEOUT", 120.0, minimum=0.1),
+    # Seconds between two sweeps of the scheduler process.
+    "SWEEP_INTERVAL": env_float("NOTIFY_SWEEP_INTERVAL", 10.0, minimum=0.1),
+    # Retries of transient provider errors: full jitter, uniform(0, min(cap, base·2^n)).
+    "MAX_ATTEMPTS": env_int("NOTIFY_MAX_ATTEMPTS", 5, minimum=1),
+    "RETRY_BASE": env_float("NOTIFY_RETRY_BASE", 2.0, minimum=0.0),
+    "RETRY_CAP": env_float("NOTIFY_RETRY_CAP", 300.0, minimum=0.0),
+    # Seconds the idempotency fast-path key lives in Redis (DESIGN.md §2: 24 h).
+    "IDEMPOTENCY_TTL": env_int("NOTIFY_IDEMPOTENCY_TTL", 86400, minimum=1),
+    # Which provider serves each channel; a channel absent here is refused at the API.
+    "CHANNEL_PROVIDERS": {
+        "email": env_str("NOTIFY_EMAIL_PROVIDER", "smtp"),
+        "sms": env_str("NOTIFY_SMS_PROVIDER", "fake-sms"),
+        "push": env_str("NOTIFY_PUSH_PROVIDER", "fake-push"),
+    },
+    "DEFAULT_LANGUAGE": env_str("NOTIFY_DEFAULT_LANGUAGE", "en"),
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "backend.notifications.api.auth.ApiKeyAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["backend.notifications.api.auth.IsApiClient"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "backend.notifications.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Notify API",
+    "DESCRIPTION": (
+        "Send notifications by kind and params; the platform picks channel, language, "
+        "template, timing and provider, and records every attempt."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"huey": {"level": env_str("LOG_LEVEL", "INFO")}},
+}

@@ -1,0 +1,3 @@
+"""WebSocket routes of the in-app inbox (served by daphne through backend/asgi.py)."""
+
+websocket_urlpatterns: list = []
