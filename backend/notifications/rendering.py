@@ -4,22 +4,62 @@ Authors write ``{{ param }}`` and Jinja's simple filters; the sandbox
 (``jinja2.sandbox.SandboxedEnvironment``) refuses attribute tricks that reach
 Python objects, there is no loader (no ``include``/``import`` of files) and
 nothing from settings is in the context. A missing param is an error, never an
-empty hole in a message: ``StrictUndefined`` plus an up-front check that names
-every missing param at once.
+empty hole in a message; ``{{ x|default("…") }}`` and ``{% if x %}`` mark a
+param optional. Every missing param is named at once, not the first only.
 """
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
 
 import bleach
-from jinja2 import StrictUndefined, TemplateError, meta
+from jinja2 import DictLoader, TemplateError, Undefined
 from jinja2.sandbox import SandboxedEnvironment
+from jinja2.utils import missing as _NOT_GIVEN
 
 from backend.notifications.models import Channel, Kind, TemplateVersion
 from backend.notifications.models.recipient import text_direction
 
-_TEXT_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
-_HTML_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=True)
+_missing: ContextVar[list[str]] = ContextVar("missing_params")
+
+
+class _RecordingUndefined(Undefined):
+    """Records each missing param that is printed, iterated or computed with.
+
+    Tests (``{% if x %}``) and ``default`` do not record: they are how an
+    author marks a param optional.
+    """
+
+    def _fail_with_undefined_error(self, *args, **kwargs):
+        # Only a top-level name is a missing param; a missing attribute of a
+        # param, or one the sandbox refused, stays an error of its own.
+        if self._undefined_obj is _NOT_GIVEN:
+            _missing.get().append(self._undefined_name or "?")
+        return super()._fail_with_undefined_error(*args, **kwargs)
+
+    def __str__(self) -> str:
+        if self._undefined_obj is not _NOT_GIVEN:
+            self._fail_with_undefined_error()
+        _missing.get().append(self._undefined_name or "?")
+        return ""
+
+    def __iter__(self):
+        self.__str__()
+        return iter(())
+
+
+# Undefined binds its operators to the base method when the class is made;
+# rebind them so arithmetic on a missing param is recorded too.
+for _operator in (
+    "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+    "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pos__", "__neg__", "__call__", "__getitem__",
+    "__lt__", "__le__", "__gt__", "__ge__", "__int__", "__float__", "__complex__", "__pow__", "__rpow__",
+):  # fmt: skip
+    setattr(_RecordingUndefined, _operator, _RecordingUndefined._fail_with_undefined_error)
+
+# An empty loader: {% include %} / {% import %} find nothing, rather than the file system.
+_TEXT_ENV = SandboxedEnvironment(undefined=_RecordingUndefined, autoescape=False, loader=DictLoader({}))
+_HTML_ENV = SandboxedEnvironment(undefined=_RecordingUndefined, autoescape=True, loader=DictLoader({}))
 
 # Author HTML allow-list. ``dir`` and ``lang`` must survive: a sanitizer that
 # drops ``dir`` silently turns Arabic paragraphs left-to-right.
@@ -89,24 +129,25 @@ class Rendered:
 
 @lru_cache(maxsize=1024)
 def _compile(source: str, html: bool):
-    env = _HTML_ENV if html else _TEXT_ENV
     try:
-        return env.from_string(source), frozenset(meta.find_undeclared_variables(env.parse(source)))
+        return (_HTML_ENV if html else _TEXT_ENV).from_string(source)
     except TemplateError as exc:
         raise RenderError(f"template error: {exc}") from exc
 
 
-def _render(source: str, params: dict, html: bool = False) -> str:
+def _render(source: str, params: dict, missing: list[str], html: bool = False) -> str:
     if not source:
         return ""
-    template, names = _compile(source, html)
-    missing = sorted(names - params.keys())
-    if missing:
-        raise RenderError("missing params: " + ", ".join(missing), missing)
+    template = _compile(source, html)
+    token = _missing.set(missing)
     try:
         return template.render(params)
     except TemplateError as exc:
+        if missing:
+            return ""  # reported with the other missing params by render()
         raise RenderError(f"template error: {exc}") from exc
+    finally:
+        _missing.reset(token)
 
 
 def sanitize_html(html: str) -> str:
@@ -135,17 +176,6 @@ def email_document(body_html: str, subject: str, language: str, direction: str) 
     )
 
 
-def check_params(version: TemplateVersion, params: dict) -> None:
-    """Raise ``RenderError`` naming every param the version needs that ``params`` lacks."""
-    missing: set[str] = set()
-    for source, html in ((version.subject, False), (version.text_body, False), (version.html_body, True)):
-        if source:
-            missing |= _compile(source, html)[1] - params.keys()
-    if missing:
-        names = sorted(missing)
-        raise RenderError("missing params: " + ", ".join(names), names)
-
-
 def select_version(kind: Kind, channel: Channel | str, language: str) -> TemplateVersion | None:
     """The newest approved version for ``language``, else for the kind's default language.
 
@@ -168,11 +198,14 @@ def render(version: TemplateVersion, params: dict) -> Rendered:
     recipient's own, unless the template fell back to the default language).
     Raises ``RenderError`` for a missing param or a broken template.
     """
-    check_params(version, params)
-    subject = _render(version.subject, params).strip()
-    text = _render(version.text_body, params)
+    missing: list[str] = []
+    subject = _render(version.subject, params, missing).strip()
+    text = _render(version.text_body, params, missing)
+    body = _render(version.html_body, params, missing, html=True)
+    if missing:
+        names = sorted(set(missing))
+        raise RenderError("missing params: " + ", ".join(names), names)
     html = ""
     if version.html_body:
-        body = sanitize_html(_render(version.html_body, params, html=True))
-        html = email_document(body, subject, version.language, text_direction(version.language))
+        html = email_document(sanitize_html(body), subject, version.language, text_direction(version.language))
     return Rendered(subject=subject, text=text, html=html)

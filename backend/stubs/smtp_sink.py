@@ -1,23 +1,47 @@
 """An SMTP server that keeps every message it accepts as an ``.eml`` file.
 
 Built on aiosmtpd. Files are written to a temporary name and renamed, so a
-reader polling the folder never sees half a message.
+reader polling the folder never sees half a message. Per-recipient rules
+make it answer like a real relay in trouble: a reply code for RCPT TO (e.g.
+``451`` transient, ``550`` permanent, RFC 5321 §4.2.1) or a delay before it
+answers RCPT TO (a slow relay, or a worker to kill mid-send).
 """
 
+import asyncio
 import socket
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiosmtpd.controller import Controller
 
 
-class MaildirHandler:
-    """aiosmtpd handler writing ``<folder>/<ns-timestamp>-<uuid>.eml`` for each message."""
+@dataclass
+class SinkRules:
+    """Per-address behaviour: ``replies`` maps an address to an SMTP reply line, ``delays`` to seconds."""
 
-    def __init__(self, folder: Path):
+    replies: dict[str, str] = field(default_factory=dict)
+    delays: dict[str, float] = field(default_factory=dict)
+
+
+class MaildirHandler:
+    """aiosmtpd handler writing ``<folder>/<ns-timestamp>-<uuid>.eml`` for each accepted message."""
+
+    def __init__(self, folder: Path | str, rules: SinkRules | None = None):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.rules = rules or SinkRules()
+
+    async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options) -> str:
+        delay = self.rules.delays.get(address)
+        if delay:
+            await asyncio.sleep(delay)
+        reply = self.rules.replies.get(address)
+        if reply:
+            return reply
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope) -> str:
         name = f"{time.time_ns()}-{uuid.uuid4().hex}.eml"
@@ -34,12 +58,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def start_sink(folder: Path, host: str = "127.0.0.1", port: int | None = None) -> Controller:
-    """Start a sink in a background thread and return its controller (``.port``, ``.stop()``).
+def start_sink(
+    folder: Path | str, host: str = "127.0.0.1", port: int | None = None, rules: SinkRules | None = None
+) -> Controller:
+    """Start a sink in a background thread and return its controller (``.port``, ``.handler``, ``.stop()``).
 
     The port is bound by us first: aiosmtpd's ``Controller(port=0)`` fails
     its own readiness probe.
     """
-    controller = Controller(MaildirHandler(folder), hostname=host, port=port or free_port(host))
+    controller = Controller(MaildirHandler(folder, rules), hostname=host, port=port or free_port(host))
     controller.start()
     return controller

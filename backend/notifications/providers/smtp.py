@@ -5,9 +5,10 @@ Reply codes follow RFC 5321 §4.2.1: 4yz is a transient negative completion
 """
 
 import smtplib
-from email.utils import make_msgid
+from email.utils import parseaddr
 
-from django.core.mail import EmailMultiAlternatives
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives, get_connection
 
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, register
 
@@ -24,12 +25,17 @@ class SmtpProvider(Provider):
     channel = "email"
 
     def send(self, message: OutboundMessage) -> str:
-        message_id = make_msgid(idstring=message.notification_id, domain="notify.local")
+        # One Message-ID per notification, not per attempt: a duplicate sent
+        # after a worker crash carries the same id, which lets clients fold it.
+        domain = parseaddr(settings.DEFAULT_FROM_EMAIL)[1].rpartition("@")[2] or "localhost"
+        message_id = f"<{message.notification_id}@{domain}>"
         mail = EmailMultiAlternatives(
             subject=message.subject,
             body=message.text,
             to=[message.to],
             headers={"Message-ID": message_id, "X-Notification-Id": message.notification_id, **message.headers},
+            # This provider is SMTP whatever EMAIL_BACKEND says (Django's test runner swaps that to locmem).
+            connection=get_connection("django.core.mail.backends.smtp.EmailBackend"),
         )
         if message.html:
             mail.attach_alternative(message.html, "text/html")

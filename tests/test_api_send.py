@@ -1,0 +1,200 @@
+"""POST /api/v1/notifications: accept, idempotency, validation, tiers."""
+
+import pytest
+
+from backend.notifications.models import Notification, State
+from tests.conftest import pending
+
+SHIPPED = {"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}}
+
+pytestmark = pytest.mark.usefixtures("demo_data")
+
+
+def test_it_accepts_and_enqueues_on_the_standard_tier_after_commit(send, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = send(SHIPPED)
+    assert response.status_code == 202
+    body = response.json()
+    assert body["state"] == "queued"
+    assert body["duplicate"] is False
+    assert body["channel"] == "email"
+    assert body["priority"] == "standard"
+    assert body["template"] == "shipped/ar/email v1"
+    assert body["preview"] == "تم شحن طلبك رقم 5012"
+    assert [(c["from_state"], c["to_state"]) for c in body["state_history"]] == [("", "queued")]
+    assert len(callbacks) == 1
+    assert (pending("standard"), pending("high")) == (1, 0)
+
+
+def test_high_priority_kind_goes_to_the_high_tier(send, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = send({"user_id": "u-en-1", "kind": "otp", "params": {"code": "482913"}}, key="login-u-en-1-1")
+    assert response.status_code == 202
+    assert response.json()["priority"] == "high"
+    assert response.json()["channel"] == "sms"
+    assert (pending("high"), pending("standard")) == (1, 0)
+
+
+def test_it_enqueues_nothing_when_the_transaction_does_not_commit(send):
+    # Without executing on-commit callbacks, nothing may reach the queue.
+    assert send(SHIPPED).status_code == 202
+    assert pending("standard") == 0
+
+
+def test_same_key_and_body_returns_the_original(send):
+    first = send(SHIPPED)
+    again = send(SHIPPED)
+    assert again.status_code == 200
+    assert again.json()["id"] == first.json()["id"]
+    assert again.json()["duplicate"] is True
+    assert Notification.objects.count() == 1
+
+
+def test_same_key_same_body_in_other_key_order_is_a_duplicate(send):
+    first = send(SHIPPED)
+    reordered = {"params": {"order": "5012"}, "kind": "shipped", "user_id": "u-ar-1"}
+    assert send(reordered).json()["id"] == first.json()["id"]
+
+
+def test_same_key_different_body_is_refused(send):
+    send(SHIPPED)
+    response = send({**SHIPPED, "params": {"order": "5013"}})
+    assert response.status_code == 422
+    assert response.json()["fields"] == {
+        "Idempotency-Key": [
+            "'order-5012-shipped' was already used for a different request; use a new key for a new event."
+        ]
+    }
+    assert Notification.objects.count() == 1
+
+
+def test_duplicate_is_found_after_redis_lost_its_keys(send):
+    from backend.notifications.queues import HUEYS
+
+    first = send(SHIPPED)
+    HUEYS["high"].storage.conn.flushdb()
+    again = send(SHIPPED)
+    assert (again.status_code, again.json()["id"]) == (200, first.json()["id"])
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        ({**SHIPPED, "kind": "nope"}, "kind", "unknown kind 'nope'"),
+        ({**SHIPPED, "user_id": "ghost"}, "user_id",
+         "unknown user 'ghost': create it first with PUT /api/v1/users/{user_id}"),
+        ({**SHIPPED, "params": {}}, "params", "missing params: order"),
+        ({**SHIPPED, "channel": "inapp"}, "channel", "no provider is configured for channel 'inapp'"),
+        ({**SHIPPED, "channel": "fax"}, "channel", '"fax" is not a valid choice.'),
+        ({**SHIPPED, "priority": "urgent"}, "priority", '"urgent" is not a valid choice.'),
+        ({**SHIPPED, "send_at": "2026-12-01T09:00:00"}, "send_at",
+         "Include a UTC offset or Z, e.g. 2026-12-01T09:00:00Z."),
+        ({**SHIPPED, "send_at": "tomorrow"}, "send_at",
+         "Datetime has wrong format. Use one of these formats instead: "
+         "YYYY-MM-DDThh:mm[:ss[.uuuuuu]][+HH:MM|-HH:MM|Z]."),
+        ({**SHIPPED, "params": ["5012"]}, "params", 'Expected a dictionary of items but got type "list".'),
+        ({**SHIPPED, "colour": "red"}, "colour", "Unknown field."),
+        ({"kind": "shipped"}, "user_id", "This field is required."),
+        ({**SHIPPED, "kind": "Bad Kind!"}, "kind",
+         'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.'),
+        ({**SHIPPED, "params": {"order": "x" * 20000}}, "params", "Params may be at most 16384 bytes of JSON."),
+    ],
+)  # fmt: skip
+def test_bad_input_is_a_422_naming_the_field(send, body, field, message):
+    response = send(body)
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid"
+    assert response.json()["fields"][field] == [message]
+    assert Notification.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("headers", "raw", "status", "message"),
+    [
+        ({}, '{"user_id": "u-ar-1"}', 400, "Missing 'Idempotency-Key' header: name the event, e.g. order-5012-shipped."),
+        ({"HTTP_IDEMPOTENCY_KEY": "k" * 256}, "{}", 400, "'Idempotency-Key' may be at most 255 characters."),
+        ({"HTTP_IDEMPOTENCY_KEY": "k"}, "{not json", 400,
+         "JSON parse error - Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        ({"HTTP_IDEMPOTENCY_KEY": "k"}, "[1, 2]", 400, "The body must be a JSON object."),
+    ],
+)  # fmt: skip
+def test_malformed_requests_are_a_400(api, headers, raw, status, message):
+    response = api.post("/api/v1/notifications", raw, content_type="application/json", **headers)
+    assert (response.status_code, response.json()["message"]) == (status, message)
+
+
+def test_a_body_that_is_not_json_is_a_415(api):
+    response = api.post("/api/v1/notifications", "user_id=u", content_type="text/plain", HTTP_IDEMPOTENCY_KEY="k")
+    assert response.status_code == 415
+    assert response.json()["error"] == "unsupported_media_type"
+
+
+@pytest.mark.parametrize(
+    ("authorization", "message"),
+    [
+        (None, "Missing 'Authorization: Bearer <API key>' header."),
+        ("Bearer ntf_wrong", "Unknown or revoked API key."),
+        ("Basic dXNlcjpwYXNz", "Use the header 'Authorization: Bearer <API key>'."),
+        ("Bearer", "Use the header 'Authorization: Bearer <API key>'."),
+    ],
+)
+def test_it_refuses_callers_without_a_valid_key(client, authorization, message):
+    headers = {"HTTP_AUTHORIZATION": authorization} if authorization else {}
+    response = client.post(
+        "/api/v1/notifications", SHIPPED, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k", **headers
+    )
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Bearer"
+    assert response.json() == {"error": "not_authenticated", "message": message}
+
+
+def test_a_revoked_key_is_refused(send, orders_service):
+    client, _ = orders_service
+    client.is_active = False
+    client.save()
+    assert send(SHIPPED).status_code == 401
+
+
+def test_future_send_at_is_scheduled_not_queued(send, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = send({**SHIPPED, "send_at": "2099-01-01T09:00:00+03:00"})
+    assert response.status_code == 202
+    assert response.json()["state"] == "scheduled"
+    assert response.json()["send_at"] == "2099-01-01T06:00:00Z"
+    assert pending("standard") == 0
+
+
+def test_a_channel_without_an_address_is_recorded_as_suppressed(send, django_capture_on_commit_callbacks):
+    from backend.notifications.models import Recipient
+
+    Recipient.objects.filter(user_id="u-ar-1").update(email="")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = send(SHIPPED)
+    assert response.status_code == 202
+    assert (response.json()["state"], response.json()["reason"]) == ("suppressed", "no-address")
+    assert Notification.objects.get().state == State.SUPPRESSED
+    assert pending("standard") == 0
+
+
+def test_the_users_language_falls_back_to_the_kinds_default(send):
+    response = send({"user_id": "u-fa-1", "kind": "shipped", "params": {"order": "77"}}, key="order-77-shipped")
+    assert response.json().get("template") == "shipped/en/email v1", response.json()
+    assert response.json()["preview"] == "Your order 77 has shipped"
+
+
+def test_get_shows_state_history_and_attempts(api, send):
+    created = send(SHIPPED).json()
+    response = api.get(f"/api/v1/notifications/{created['id']}")
+    assert response.status_code == 200
+    assert response.json()["id"] == created["id"]
+    assert response.json()["attempts"] == []
+    assert response.json()["state_history"][0]["to_state"] == "queued"
+
+
+def test_get_unknown_or_malformed_id_is_a_json_404(api):
+    unknown = api.get("/api/v1/notifications/00000000-0000-0000-0000-000000000000")
+    assert unknown.status_code == 404
+    assert unknown.json()["message"] == "No notification with id 00000000-0000-0000-0000-000000000000."
+    malformed = api.get("/api/v1/notifications/not-a-uuid")
+    assert malformed.status_code == 404
+    assert malformed.json() == {"error": "not_found", "message": "No such resource: /api/v1/notifications/not-a-uuid"}
