@@ -6,7 +6,7 @@ queues hide the concurrency this platform exists to get right.
 
 import email
 import email.policy
-import os
+import io
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -76,7 +76,7 @@ def smtp_sink(tmp_path, settings) -> Sink:
 @pytest.fixture
 def demo_data(db):
     """The demo kinds, approved ar/en templates, recipients u-ar-1 / u-en-1 / u-fa-1 and staff."""
-    call_command("demo_data", stdout=open(os.devnull, "w"))
+    call_command("demo_data", stdout=io.StringIO())
 
 
 @pytest.fixture

@@ -111,7 +111,8 @@ def test_bad_input_is_a_422_naming_the_field(send, body, field, message):
 @pytest.mark.parametrize(
     ("headers", "raw", "status", "message"),
     [
-        ({}, '{"user_id": "u-ar-1"}', 400, "Missing 'Idempotency-Key' header: name the event, e.g. order-5012-shipped."),
+        ({}, '{"user_id": "u-ar-1"}', 400,
+         "Missing 'Idempotency-Key' header: name the event, e.g. order-5012-shipped."),
         ({"HTTP_IDEMPOTENCY_KEY": "k" * 256}, "{}", 400, "'Idempotency-Key' may be at most 255 characters."),
         ({"HTTP_IDEMPOTENCY_KEY": "k"}, "{not json", 400,
          "JSON parse error - Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),

@@ -46,7 +46,17 @@ class AttemptInline(admin.TabularInline):
 
 @admin.register(Notification)
 class NotificationAdmin(admin.ModelAdmin):
-    list_display = ["id", "recipient", "kind", "channel", "priority", "state", "reason", "attempt_count", "created_at"]
+    list_display = [
+        "created_at",
+        "recipient",
+        "kind",
+        "channel",
+        "priority",
+        "state",
+        "reason",
+        "attempt_count",
+        "preview",
+    ]
     list_filter = ["state", "channel", "priority", "kind"]
     search_fields = [
         "=id",

@@ -1,4 +1,4 @@
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
@@ -58,6 +58,14 @@ RECIPIENTS = [
     ("u-fa-1", "dariush@example.com", "+989121234567", "fa", "Asia/Tehran"),
 ]
 
+# Role → the admin permissions it needs; later issues give each role its own pages.
+GROUP_PERMISSIONS = {
+    "support agent": ["view_notification", "view_attempt", "view_statechange", "view_recipient"],
+    "template editor": ["view_kind", "view_templateversion", "add_templateversion", "change_templateversion"],
+    "marketer": ["view_kind", "view_templateversion", "view_recipient"],
+    "approver": ["view_kind", "view_templateversion", "view_recipient"],
+}
+
 # username → (group, is_superuser)
 STAFF = {
     "admin": ("", True),
@@ -103,6 +111,11 @@ class Command(BaseCommand):
             Recipient.objects.update_or_create(
                 user_id=user_id,
                 defaults={"email": email, "phone": phone, "language": language, "time_zone": time_zone},
+            )
+        for group_name, codenames in GROUP_PERMISSIONS.items():
+            group, _ = Group.objects.get_or_create(name=group_name)
+            group.permissions.set(
+                Permission.objects.filter(content_type__app_label="notifications", codename__in=codenames)
             )
         for username, (group_name, superuser) in STAFF.items():
             user, _ = User.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})

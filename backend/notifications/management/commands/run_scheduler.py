@@ -23,7 +23,6 @@ class Command(BaseCommand):
     def handle(self, once: bool, interval: float | None, **options):
         interval = interval or settings.NOTIFY["SWEEP_INTERVAL"]
         while True:
-            close_old_connections()
             try:
                 report = sweep()
             except Exception:
@@ -38,3 +37,5 @@ class Command(BaseCommand):
             if once:
                 return
             time.sleep(interval)
+            # A long-lived process must not hold a connection the database dropped.
+            close_old_connections()

@@ -1,0 +1,51 @@
+"""Browser tests: Playwright driving Debian's Chromium against pytest-django's live server.
+
+``playwright install`` cannot download browsers here, so the launch points
+at the system Chromium (``CHROMIUM_PATH``, default /usr/bin/chromium).
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls that
+# the tests make between page actions are still synchronous and safe.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-results"
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {
+        **browser_type_launch_args,
+        "executable_path": os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"),
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            "--disable-quic",
+            "--disable-sync",
+        ],
+    }
+
+
+@pytest.fixture
+def screenshot(page):
+    """Save a full-page screenshot to test-results/<name>.png (for people to look at)."""
+
+    def _shot(name: str) -> Path:
+        SCREENSHOTS.mkdir(exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return _shot
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,0 +1,76 @@
+"""Worker and scheduler processes for tests: the real commands of deploy/Procfile, as subprocesses."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_database_url() -> str:
+    """The URL of pytest-django's test database, for processes that must share it."""
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+class Processes:
+    """Starts manage.py commands against the test database, Redis and SMTP sink; stops them all at the end."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self.running: list[subprocess.Popen] = []
+
+    def start(self, *command: str) -> subprocess.Popen:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", *command],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.running.append(process)
+        return process
+
+    def kill(self, process: subprocess.Popen) -> None:
+        """``kill -9``: no cleanup, no goodbye, as when a machine dies."""
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    def stop_all(self) -> None:
+        for process in self.running:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.running:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def worker_env(smtp_port: int, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "EMAIL_HOST": "127.0.0.1",
+        "EMAIL_PORT": str(smtp_port),
+        "NOTIFY_DATA_DIR": str(settings.DATA_DIR),
+        **extra,
+    }
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

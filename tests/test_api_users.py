@@ -1,0 +1,85 @@
+"""PUT/GET /api/v1/users/{user_id}: contact data, validated and normalised."""
+
+import pytest
+
+from backend.notifications.models import Recipient
+
+pytestmark = pytest.mark.django_db
+
+LAYLA = {"email": "layla@example.com", "phone": "+966 50 123 4567", "language": "ar", "time_zone": "Asia/Riyadh"}
+
+
+def put(api, user_id, body):
+    return api.put(f"/api/v1/users/{user_id}", body, format="json")
+
+
+def test_put_creates_with_the_phone_in_e164(api):
+    response = put(api, "u-9", LAYLA)
+    assert response.status_code == 201
+    body = response.json()
+    assert {k: body[k] for k in ("user_id", "email", "phone", "language", "time_zone")} == {
+        "user_id": "u-9",
+        "email": "layla@example.com",
+        "phone": "+966501234567",
+        "language": "ar",
+        "time_zone": "Asia/Riyadh",
+    }
+    assert Recipient.objects.get(user_id="u-9").phone == "+966501234567"
+
+
+def test_put_again_replaces_the_whole_record(api):
+    put(api, "u-9", LAYLA)
+    response = put(api, "u-9", {"email": "new@example.com"})
+    assert response.status_code == 200
+    recipient = Recipient.objects.get(user_id="u-9")
+    assert (recipient.email, recipient.phone, recipient.language, recipient.time_zone) == (
+        "new@example.com", "", "en", "UTC",
+    )  # fmt: skip
+
+
+def test_get_returns_the_contact_data(api):
+    put(api, "u-9", LAYLA)
+    response = api.get("/api/v1/users/u-9")
+    assert (response.status_code, response.json()["phone"]) == (200, "+966501234567")
+
+
+def test_get_unknown_user_is_a_404(api):
+    response = api.get("/api/v1/users/nobody")
+    assert (response.status_code, response.json()["message"]) == (404, "No user with id 'nobody'.")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("phone", "0501234567", "Give the number in international format, starting with + and the country code."),
+        ("phone", "+966 12", "Not a valid phone number for its country."),
+        ("phone", "+abc", "Not a phone number: (1) The string supplied did not seem to be a phone number.."),
+        ("time_zone", "Mars/Olympus", "Unknown time zone 'Mars/Olympus'; use an IANA name such as Asia/Riyadh."),
+        ("time_zone", "../etc/passwd", "Unknown time zone '../etc/passwd'; use an IANA name such as Asia/Riyadh."),
+        ("language", "xx", "Unknown language code 'xx'; use an ISO 639-1 code such as en, ar or fa."),
+        ("language", "en-US", "Unknown language code 'en-US'; use an ISO 639-1 code such as en, ar or fa."),
+        ("email", "not-an-email", "Enter a valid email address."),
+        ("email", 42, "Enter a valid email address."),
+        ("nickname", "Lulu", "Unknown field."),
+    ],
+)  # fmt: skip
+def test_bad_contact_data_is_a_422_naming_the_field(api, field, value, message):
+    response = put(api, "u-9", {**LAYLA, field: value})
+    assert response.status_code == 422
+    assert response.json()["fields"] == {field: [message]}
+    assert not Recipient.objects.exists()
+
+
+def test_a_user_id_over_128_characters_is_refused(api):
+    response = put(api, "u" * 129, LAYLA)
+    assert (response.status_code, response.json()["fields"]) == (422, {"user_id": ["At most 128 characters."]})
+
+
+def test_arabic_user_ids_work(api):
+    assert put(api, "مستخدم-١", LAYLA).status_code == 201
+    assert api.get("/api/v1/users/مستخدم-١").json()["user_id"] == "مستخدم-١"
+
+
+def test_it_requires_a_key(client):
+    response = client.put("/api/v1/users/u-9", LAYLA, content_type="application/json")
+    assert response.status_code == 401

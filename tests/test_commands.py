@@ -1,0 +1,52 @@
+"""create_api_key, demo_data and run_scheduler --once."""
+
+import io
+import re
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from backend.notifications.models import ApiClient, Kind, Recipient, TemplateVersion
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_create_api_key_prints_a_key_that_authenticates(client):
+    key = run("create_api_key", "orders").splitlines()[-1]
+    assert key.startswith("ntf_") and len(key) > 40
+    client_row = ApiClient.objects.get(name="orders")
+    assert key not in (client_row.key_hash, client_row.key_hint)
+    response = client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 404  # authenticated: the user is what is missing
+
+
+def test_create_api_key_refuses_an_existing_name_unless_rotating(client):
+    old = run("create_api_key", "orders").splitlines()[-1]
+    with pytest.raises(
+        CommandError, match=re.escape("A client named 'orders' exists; pass --rotate to replace its key.")
+    ):
+        run("create_api_key", "orders")
+    new = run("create_api_key", "orders", "--rotate").splitlines()[-1]
+    assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {old}").status_code == 401
+    assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {new}").status_code == 404
+
+
+def test_demo_data_can_run_twice():
+    run("demo_data")
+    run("demo_data")
+    assert sorted(Kind.objects.values_list("name", "priority")) == [
+        ("otp", "high"), ("promo", "standard"), ("shipped", "standard"),
+    ]  # fmt: skip
+    assert TemplateVersion.objects.filter(status="approved").count() == 10
+    assert set(TemplateVersion.objects.values_list("language", flat=True)) == {"ar", "en"}
+    assert Recipient.objects.get(user_id="u-ar-1").language == "ar"
+
+
+def test_run_scheduler_once_reports_what_it_did():
+    assert run("run_scheduler", "--once").strip() == "sweep: 0 stale sending, 0 stale queued, 0 scheduled released"

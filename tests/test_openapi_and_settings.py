@@ -1,0 +1,61 @@
+"""The published OpenAPI schema and the strict environment readers."""
+
+import re
+
+import pytest
+
+from backend.env import EnvError, env_bool, env_int
+
+
+def test_openapi_schema_is_served_as_json_without_a_key(client, db):
+    response = client.get("/api/v1/openapi.json")
+    assert response.status_code == 200
+    schema = response.json()
+    assert schema["openapi"].startswith("3.")
+    assert set(schema["paths"]) == {"/api/v1/notifications", "/api/v1/notifications/{id}", "/api/v1/users/{user_id}"}
+    assert schema["components"]["securitySchemes"]["apiKey"] == {"type": "http", "scheme": "bearer"}
+    post = schema["paths"]["/api/v1/notifications"]["post"]
+    assert {k: v for k, v in post["parameters"][0].items() if k in ("name", "in", "required")} == {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": True,
+    }
+    assert set(post["responses"]) == {"200", "202", "400", "401", "422"}
+
+
+def test_api_docs_page_uses_vendored_assets(client, db):
+    response = client.get("/api/v1/docs")
+    assert response.status_code == 200
+    assert b"/static/drf_spectacular_sidecar/swagger-ui-dist/" in response.content
+    assert b"cdn." not in response.content
+
+
+@pytest.mark.parametrize(("raw", "value"), [("1", True), ("true", True), ("ON", True), ("0", False), ("off", False)])
+def test_env_bool_accepts_only_clear_values(monkeypatch, raw, value):
+    monkeypatch.setenv("X_FLAG", raw)
+    assert env_bool("X_FLAG", default=not value) is value
+
+
+@pytest.mark.parametrize("raw", ["yes", "y", "2", "enabled"])
+def test_env_bool_refuses_yes_ish_values(monkeypatch, raw):
+    monkeypatch.setenv("X_FLAG", raw)
+    with pytest.raises(EnvError, match=re.escape(f"X_FLAG='{raw}': expected one of 1/0, true/false, on/off")):
+        env_bool("X_FLAG", default=False)
+
+
+def test_env_int_refuses_non_integers_and_values_below_the_minimum(monkeypatch):
+    monkeypatch.setenv("X_N", "4.5")
+    with pytest.raises(EnvError, match=re.escape("X_N='4.5': expected an integer")):
+        env_int("X_N", 1)
+    monkeypatch.setenv("X_N", "0")
+    with pytest.raises(EnvError, match="X_N=0: must be at least 1"):
+        env_int("X_N", 1, minimum=1)
+
+
+def test_secret_file_wins_over_the_variable(monkeypatch, tmp_path):
+    from backend.env import env_str
+
+    (tmp_path / "secret").write_text("from-file\n")
+    monkeypatch.setenv("X_SECRET", "from-env")
+    monkeypatch.setenv("X_SECRET_FILE", str(tmp_path / "secret"))
+    assert env_str("X_SECRET") == "from-file"
