@@ -87,6 +87,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+elif env_bool("DATABASE_POOL", False):
+    # psycopg's pool (requirements/prod.txt) instead of one connection per request.
+    DATABASES["default"]["OPTIONS"] = {"pool": True}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis holds only what can be lost or rebuilt (DESIGN.md §3): the Huey queues,
@@ -175,7 +178,6 @@ NOTIFY = {
         "sms": env_str("NOTIFY_SMS_PROVIDER", "fake-sms"),
         "push": env_str("NOTIFY_PUSH_PROVIDER", "fake-push"),
     },
-    "DEFAULT_LANGUAGE": env_str("NOTIFY_DEFAULT_LANGUAGE", "en"),
 }
 
 REST_FRAMEWORK = {
