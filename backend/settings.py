@@ -211,5 +211,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"huey": {"level": env_str("LOG_LEVEL", "INFO")}},
+    "loggers": {
+        "huey": {"level": env_str("LOG_LEVEL", "INFO")},
+        # aiosmtpd logs every SMTP command of the demo sink at INFO.
+        "mail.log": {"level": "WARNING"},
+    },
 }

@@ -1,7 +1,8 @@
 # Sourced by bin/demo and bin/test: a virtualenv in .venv with the pinned requirements.
 
 ensure_python_env() {  # $1: requirements file
-  local req=$1 stamp=.venv/.installed-$(basename "$req" .txt)
+  local req=$1
+  local stamp=.venv/.installed-$(basename "$req" .txt)
   if [ ! -x .venv/bin/python ]; then
     echo "==> creating .venv (Python $(python3 -c 'import sys; print(sys.version.split()[0])'))"
     python3 -m venv .venv

@@ -1,4 +1,6 @@
 import logging
+import signal
+import sys
 import time
 
 from django.conf import settings
@@ -22,6 +24,8 @@ class Command(BaseCommand):
 
     def handle(self, once: bool, interval: float | None, **options):
         interval = interval or settings.NOTIFY["SWEEP_INTERVAL"]
+        # Stop between sweeps on SIGTERM (honcho, systemd, docker stop) with status 0.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while True:
             try:
                 report = sweep()

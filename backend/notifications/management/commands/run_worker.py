@@ -1,5 +1,3 @@
-import logging
-
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from huey.consumer_options import ConsumerConfig
@@ -33,8 +31,5 @@ class Command(BaseCommand):
             check_worker_health=True,
         )
         config.validate()
-        logger = logging.getLogger("huey")
-        if not logger.handlers:
-            config.setup_logger(logger)
         self.stdout.write(f"{tier} tier: {config.workers} {worker_type} workers on {HUEYS[tier].name}")
         HUEYS[tier].create_consumer(**config.values).run()
