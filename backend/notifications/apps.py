@@ -8,3 +8,4 @@ class NotificationsConfig(AppConfig):
 
     def ready(self) -> None:
         from backend import checks  # noqa: F401  (registers the system checks)
+        from backend.notifications.providers import fake, smtp  # noqa: F401  (register the adapters)

@@ -65,10 +65,11 @@ def register(cls: type[Provider]) -> type[Provider]:
 
 
 def provider_for_channel(channel: str) -> Provider | None:
-    """The provider configured for ``channel`` in ``NOTIFY["CHANNEL_PROVIDERS"]``, or None."""
-    # Importing the adapters fills the registry.
-    from backend.notifications.providers import fake, smtp  # noqa: F401
+    """The provider configured for ``channel`` in ``NOTIFY["CHANNEL_PROVIDERS"]``, or None.
 
+    Adapters register themselves when their module is imported; apps import
+    theirs in ``AppConfig.ready()``.
+    """
     name = settings.NOTIFY["CHANNEL_PROVIDERS"].get(channel)
     cls = _REGISTRY.get(name or "")
     return cls() if cls is not None else None
