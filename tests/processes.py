@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import requests
 from django.conf import settings
 from django.db import connection
 
@@ -29,8 +30,24 @@ class Processes:
         self.running: list[subprocess.Popen] = []
 
     def start(self, *command: str) -> subprocess.Popen:
+        """Run ``manage.py <command>``."""
+        return self._spawn(sys.executable, "manage.py", *command)
+
+    def start_web(self) -> str:
+        """Run daphne as deploy/Procfile does, on a free port; return its base URL once it answers."""
+        from backend.stubs.smtp_sink import free_port
+
+        port = free_port()
+        # A listen backlog of 256: the default would reset connections of a burst of concurrent callers.
+        endpoint = f"tcp:port={port}:interface=127.0.0.1:backlog=256"
+        self._spawn(sys.executable, "-m", "daphne", "-e", endpoint, "backend.asgi:application")
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _answers(f"{url}/healthz"), 30, "daphne to answer")
+        return url
+
+    def _spawn(self, *argv: str) -> subprocess.Popen:
         process = subprocess.Popen(
-            [sys.executable, "manage.py", *command],
+            argv,
             cwd=ROOT,
             env=self.env,
             stdout=subprocess.DEVNULL,
@@ -65,6 +82,13 @@ def worker_env(smtp_port: int, **extra: str) -> dict[str, str]:
         "NOTIFY_DATA_DIR": str(settings.DATA_DIR),
         **extra,
     }
+
+
+def _answers(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.ConnectionError:
+        return False
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
