@@ -172,12 +172,38 @@ NOTIFY = {
     "RETRY_CAP": env_float("NOTIFY_RETRY_CAP", 300.0, minimum=0.0),
     # Seconds the idempotency fast-path key lives in Redis (DESIGN.md §2: 24 h).
     "IDEMPOTENCY_TTL": env_int("NOTIFY_IDEMPOTENCY_TTL", 86400, minimum=1),
-    # Which provider serves each channel; a channel absent here is refused at the API.
+    "SMS_PRICES": env_str("NOTIFY_SMS_PRICES", str(BASE_DIR / "backend" / "notifications" / "data" / "sms_prices.csv")),
+    # Providers, routes and budgets (TOML, see providers/config.py); unset → CHANNEL_PROVIDERS below.
+    "PROVIDERS_FILE": env_str("NOTIFY_PROVIDERS_FILE", ""),
+    # Web Push endpoints come from browsers: refuse private addresses unless told (tests, demo).
+    "ALLOW_PRIVATE_PUSH_ENDPOINTS": env_bool("NOTIFY_ALLOW_PRIVATE_PUSH_ENDPOINTS", False),
+    # Circuit breaker per provider (state in Redis, shared by every worker).
+    "BREAKER_CONSECUTIVE_FAILURES": env_int("NOTIFY_BREAKER_FAILURES", 5, minimum=1),
+    "BREAKER_FAILURE_RATE": env_float("NOTIFY_BREAKER_FAILURE_RATE", 0.5, minimum=0.0),
+    "BREAKER_MIN_CALLS": env_int("NOTIFY_BREAKER_MIN_CALLS", 20, minimum=1),
+    "BREAKER_WINDOW": env_float("NOTIFY_BREAKER_WINDOW", 30.0, minimum=1.0),
+    "BREAKER_COOLDOWN": env_float("NOTIFY_BREAKER_COOLDOWN", 30.0, minimum=0.1),
+    # Seconds the sent-marker lives in Redis after a provider accepted a message.
+    "SENT_MARKER_TTL": env_int("NOTIFY_SENT_MARKER_TTL", 86400, minimum=60),
+    # Which provider serves each channel without a providers file; a channel absent here is refused at the API.
     "CHANNEL_PROVIDERS": {
         "email": env_str("NOTIFY_EMAIL_PROVIDER", "smtp"),
         "sms": env_str("NOTIFY_SMS_PROVIDER", "fake-sms"),
         "push": env_str("NOTIFY_PUSH_PROVIDER", "fake-push"),
+        "inapp": env_str("NOTIFY_INAPP_PROVIDER", "inapp"),
     },
+}
+
+# In-app inbox (inbox/, DESIGN.md §6): end users' signed tokens and the consumer's catch-up poll.
+INBOX = {
+    # Seconds a WebSocket / HTTP token from POST /api/v1/users/{id}/inbox-token stays valid.
+    "TOKEN_TTL": env_int("NOTIFY_INBOX_TOKEN_TTL", 15 * 60, minimum=1),
+    # Seconds a signed inbox page link (manage.py inbox_link) stays valid.
+    "LINK_TTL": env_int("NOTIFY_INBOX_LINK_TTL", 7 * 24 * 3600, minimum=1),
+    # Seconds between a socket's database catch-ups. The in-memory layer does not cross
+    # processes (worker → daphne), so the embedded default polls every second; with Redis
+    # the poll is only a safety net for events the layer dropped.
+    "POLL_INTERVAL": env_float("NOTIFY_INBOX_POLL_INTERVAL", 30.0 if REDIS_URL else 1.0, minimum=0.05),
 }
 
 REST_FRAMEWORK = {

@@ -17,6 +17,9 @@ from backend.notifications import idempotency, rendering
 from backend.notifications.models import (
     ApiClient,
     Attempt,
+    Channel,
+    DeadLetter,
+    Device,
     Kind,
     Notification,
     Recipient,
@@ -124,6 +127,38 @@ def _resolve(request: SendRequest) -> dict[str, Any]:
     }
 
 
+def _no_address(recipient: Recipient, channel: str) -> str:
+    """Why ``recipient`` cannot be reached on ``channel`` ("" when it can)."""
+    if channel == Channel.PUSH:
+        return "" if recipient.devices.filter(disabled_at__isnull=True).exists() else "no-device"
+    field = _ADDRESS_FIELD.get(channel)
+    if field is None:
+        return ""
+    if not getattr(recipient, field):
+        return "no-address"
+    if (channel == Channel.EMAIL and recipient.email_bounced_at) or (
+        channel == Channel.SMS and recipient.phone_disabled_at
+    ):
+        return "address-disabled"
+    return ""
+
+
+def upsert_recipient(user_id: str, data: dict[str, Any]) -> tuple[Recipient, bool]:
+    """Create or replace a recipient's contact data; a changed email or phone is usable again."""
+    with transaction.atomic():
+        recipient = Recipient.objects.select_for_update().filter(user_id=user_id).first()
+        if recipient is None:
+            return Recipient.objects.create(user_id=user_id, **data), True
+        if data.get("email") != recipient.email:
+            recipient.email_bounced_at, recipient.email_bounce = None, ""
+        if data.get("phone") != recipient.phone:
+            recipient.phone_disabled_at, recipient.phone_disabled_reason = None, ""
+        for field, value in data.items():
+            setattr(recipient, field, value)
+        recipient.save()
+    return recipient, False
+
+
 def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     """Store a notification and enqueue it on its tier once the row is committed.
 
@@ -139,9 +174,9 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
             return Accepted(original, duplicate=True)
     fields = _resolve(request)
     now = timezone.now()
-    address_field = _ADDRESS_FIELD.get(fields["channel"])
-    if address_field and not getattr(fields["recipient"], address_field):
-        state, reason = State.SUPPRESSED, "no-address"
+    no_address = _no_address(fields["recipient"], fields["channel"])
+    if no_address:
+        state, reason = State.SUPPRESSED, no_address
     elif request.send_at and request.send_at > now:
         state, reason = State.SCHEDULED, "send-at"
     else:
@@ -177,32 +212,29 @@ def _enqueue_on_commit(notification: Notification, delay: float | None = None) -
     transaction.on_commit(lambda: enqueue_delivery(notification_id, tier, delay))
 
 
-def claim(notification_id: str) -> Notification | None:
-    """Move a queued notification to ``sending`` for this worker; None when it is not queued.
-
-    Counts the attempt in the same UPDATE, so ``attempt_count`` is the
-    number of the attempt about to be made.
-    """
+def claim(notification: Notification) -> bool:
+    """Move a queued notification to ``sending`` for this worker; False when another got it first."""
     now = timezone.now()
     with transaction.atomic():
-        claimed = Notification.objects.filter(pk=notification_id, state=State.QUEUED).update(
-            state=State.SENDING, sending_at=now, updated_at=now, attempt_count=F("attempt_count") + 1
+        claimed = Notification.objects.filter(pk=notification.pk, state=State.QUEUED).update(
+            state=State.SENDING, sending_at=now, updated_at=now
         )
-        if not claimed:
-            return None
-        notification = Notification.objects.select_related("kind", "recipient", "template_version").get(
-            pk=notification_id
-        )
-        _record(notification, State.QUEUED, State.SENDING)
-    return notification
+        if claimed:
+            _record(notification, State.QUEUED, State.SENDING)
+    if claimed:
+        notification.state, notification.sending_at = State.SENDING, now
+    return bool(claimed)
 
 
-def start_attempt(notification: Notification, provider: str) -> Attempt:
-    """Write the attempt row before the provider is called (a crash leaves it without a result)."""
+def start_attempt(notification: Notification, provider: str, device: Device | None = None) -> Attempt:
+    """Count the attempt and write its row before the provider is called (a crash leaves it without a result)."""
+    Notification.objects.filter(pk=notification.pk).update(attempt_count=F("attempt_count") + 1)
+    notification.attempt_count += 1
     return Attempt.objects.create(
         notification=notification,
         number=notification.attempt_count,
         provider=provider,
+        device=device,
         started_at=timezone.now(),
     )
 
@@ -214,28 +246,52 @@ def finish_attempt(attempt: Attempt, result: str, latency_ms: int, error: str = 
     )
 
 
-def _transition(notification: Notification, to_state: str, reason: str = "", **fields: Any) -> bool:
-    """Move a ``sending`` notification to ``to_state``; False when someone else moved it first."""
+def _transition(
+    notification: Notification, to_state: str, reason: str = "", from_state: str = State.SENDING, **fields: Any
+) -> bool:
+    """Move a notification from ``from_state`` to ``to_state``; False when someone else moved it first."""
     now = timezone.now()
     with transaction.atomic():
-        moved = Notification.objects.filter(pk=notification.pk, state=State.SENDING).update(
+        moved = Notification.objects.filter(pk=notification.pk, state=from_state).update(
             state=to_state, reason=reason, updated_at=now, **fields
         )
         if moved:
-            _record(notification, State.SENDING, to_state, reason)
+            _record(notification, from_state, to_state, reason)
+    if moved:
+        notification.state, notification.reason = to_state, reason
     return bool(moved)
 
 
-def mark_sent(notification: Notification, provider: str, provider_ref: str) -> bool:
-    """The provider accepted the message."""
+def mark_sent(notification: Notification, provider: str, provider_ref: str, reason: str = "") -> bool:
+    """The provider accepted the message (``reason`` "sent-marker" when a crash hid that from the row)."""
     return _transition(
-        notification, State.SENT, provider=provider, provider_ref=provider_ref, sent_at=timezone.now(), last_error=""
-    )
+        notification, State.SENT, reason, provider=provider, provider_ref=provider_ref, sent_at=timezone.now(),
+        last_error="",
+    )  # fmt: skip
 
 
 def mark_failed(notification: Notification, reason: str, error: str) -> bool:
-    """A permanent error, or the last attempt used up: nothing more will be tried."""
+    """A permanent error, or no way to send: nothing more will be tried."""
     return _transition(notification, State.FAILED, reason, failed_at=timezone.now(), last_error=error[:2000])
+
+
+def dead_letter(notification: Notification, provider: str, error: str) -> bool:
+    """The last attempt failed transiently: fail it and keep a dead letter support can replay."""
+    with transaction.atomic():
+        moved = mark_failed(notification, "attempts-exhausted", error)
+        if moved:
+            DeadLetter.objects.create(
+                notification=notification, provider=provider, last_error=error[:2000],
+                attempts=notification.attempt_count,
+            )  # fmt: skip
+    return moved
+
+
+def expire(notification: Notification, from_state: str = State.QUEUED) -> bool:
+    """Past its kind's validity window: it will never be handed to a provider."""
+    return _transition(
+        notification, State.EXPIRED, "validity-expired", from_state=from_state, expired_at=timezone.now()
+    )
 
 
 def requeue_for_retry(notification: Notification, delay: float, error: str) -> bool:
@@ -246,3 +302,43 @@ def requeue_for_retry(notification: Notification, delay: float, error: str) -> b
         if moved:
             _enqueue_on_commit(notification, delay)
     return moved
+
+
+def replay(letter: DeadLetter, by: str) -> str:
+    """Send a dead letter's notification again, with a fresh set of attempts.
+
+    Returns "replayed", "expired" (past its validity: never sent late) or
+    "skipped" (already replayed, or the notification moved on).
+    """
+    notification = letter.notification
+    with transaction.atomic():
+        if (
+            DeadLetter.objects.filter(pk=letter.pk, replayed_at__isnull=True).update(
+                replayed_at=timezone.now(), replayed_by=by[:150]
+            )
+            == 0
+        ):
+            return "skipped"
+        if notification.is_expired():
+            return "expired" if expire(notification, from_state=State.FAILED) else "skipped"
+        moved = _transition(
+            notification, State.QUEUED, "replay", from_state=State.FAILED, queued_at=timezone.now(),
+            replayed_attempts=notification.attempt_count, failed_at=None,
+        )  # fmt: skip
+        if not moved:
+            return "skipped"
+        _enqueue_on_commit(notification)
+    return "replayed"
+
+
+def disable_address(notification: Notification, device: Device | None, reason: str) -> None:
+    """A provider said the address is dead: stop using it until the contact data changes."""
+    now = timezone.now()
+    if device is not None:
+        Device.objects.filter(pk=device.pk).update(disabled_at=now, disabled_reason=reason[:255])
+    elif notification.channel == Channel.EMAIL:
+        Recipient.objects.filter(pk=notification.recipient_id).update(email_bounced_at=now, email_bounce=reason[:255])
+    elif notification.channel == Channel.SMS:
+        Recipient.objects.filter(pk=notification.recipient_id).update(
+            phone_disabled_at=now, phone_disabled_reason=reason[:255]
+        )

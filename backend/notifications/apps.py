@@ -8,4 +8,4 @@ class NotificationsConfig(AppConfig):
 
     def ready(self) -> None:
         from backend import checks  # noqa: F401  (registers the system checks)
-        from backend.notifications.providers import fake, smtp  # noqa: F401  (register the adapters)
+        from backend.notifications.providers import fake, fcm, smtp, twilio, vonage, webpush  # noqa: F401

@@ -1,6 +1,5 @@
 """Views of /api/v1: parse, call one action, answer."""
 
-from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ParseError
@@ -116,8 +115,7 @@ class RecipientView(APIView):
             raise ParseError("The body must be a JSON object.")
         serializer = RecipientSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        with transaction.atomic():
-            recipient, created = Recipient.objects.update_or_create(user_id=user_id, defaults=serializer.validated_data)
+        recipient, created = actions.upsert_recipient(user_id, serializer.validated_data)
         return Response(
             RecipientSerializer(recipient).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
         )

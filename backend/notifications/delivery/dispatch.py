@@ -1,28 +1,56 @@
-"""One delivery: claim, render, call the provider, record the attempt, decide what next."""
+"""One delivery: gate, claim, render, call the provider(s), record the attempt, decide what next.
+
+Order (DESIGN.md §2): validity → breaker / budget / bulkhead (a notification
+that must wait is re-scheduled without touching its row) → claim → sent-marker
+→ provider call → attempt result → sent, retry with full jitter, failover to
+the backup (high tier), dead letter, or failed. Nothing here sleeps.
+"""
 
 import logging
+import random
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 
 from backend.notifications import actions, rendering
+from backend.notifications.delivery import breaker, budget, sent_marker
 from backend.notifications.delivery.retry import backoff_delay
-from backend.notifications.models import Attempt, Notification
-from backend.notifications.providers.base import OutboundMessage, ProviderError, provider_for_channel
+from backend.notifications.models import Attempt, Device, Notification, State
+from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, providers_for_channel
 
 logger = logging.getLogger(__name__)
 
+# Seconds to wait for a free bulkhead slot, and for an open breaker (standard tier).
+_SLOT_WAIT = (0.05, 0.5)
+_BREAKER_WAIT = (1.0, 5.0)
 
-def _address(notification: Notification) -> str:
+
+@dataclass
+class Target:
+    """One destination of a delivery: a provider, and for push the device it serves."""
+
+    provider: Provider
+    device: Device | None = None
+
+
+class Wait(Exception):
+    """The delivery cannot start now; try again in ``delay`` seconds (no attempt is used)."""
+
+    def __init__(self, delay: float, reason: str):
+        super().__init__(reason)
+        self.delay = delay
+        self.reason = reason
+
+
+def _address(notification: Notification, device: Device | None) -> str:
+    if device is not None:
+        return device.token
     recipient = notification.recipient
-    if notification.channel == "email":
-        return recipient.email
-    if notification.channel == "sms":
-        return recipient.phone
-    return recipient.user_id
+    return {"email": recipient.email, "sms": recipient.phone}.get(notification.channel, recipient.user_id)
 
 
-def build_message(notification: Notification) -> OutboundMessage:
+def build_message(notification: Notification, device: Device | None = None) -> OutboundMessage:
     """Render the notification's template version into what a provider sends.
 
     Raises ``rendering.RenderError`` if the stored version no longer renders.
@@ -31,59 +59,180 @@ def build_message(notification: Notification) -> OutboundMessage:
     return OutboundMessage(
         notification_id=str(notification.pk),
         channel=notification.channel,
-        to=_address(notification),
+        to=_address(notification, device),
         subject=rendered.subject,
         text=rendered.text,
         html=rendered.html,
         language=notification.template_version.language,
+        subscription=device.subscription if device is not None else {},
     )
 
 
-def deliver(notification_id: str) -> None:
-    """Deliver one notification if it is still queued; a no-op otherwise.
+def _targets(notification: Notification) -> list[list[Target]]:
+    """Per destination, the providers to try in order (push: one destination per active device)."""
+    providers = providers_for_channel(notification.channel)
+    if notification.channel != "push":
+        return [[Target(p) for p in providers]]
+    sent_devices = set(
+        Attempt.objects.filter(notification=notification, result=Attempt.Result.SENT).values_list("device", flat=True)
+    )
+    devices = notification.recipient.devices.filter(disabled_at__isnull=True).exclude(pk__in=sent_devices)
+    by_type = {}
+    for provider in providers:
+        by_type.setdefault(provider.__class__.name, provider)
+    fallback = providers[0] if len(providers) == 1 else None
+    return [[Target(by_type.get(d.platform, fallback), d)] for d in devices if by_type.get(d.platform, fallback)]
 
-    Transient errors are retried with full-jitter backoff by scheduling the
-    task again (never sleeping here) until ``NOTIFY["MAX_ATTEMPTS"]``;
-    permanent errors fail at once.
+
+def _gate(target: Target, tier: str) -> budget.Slot:
+    """Breaker, budget and bulkhead for one call; raises ``Wait`` when the call must not happen now."""
+    config = target.provider.config
+    if not breaker.allow(config.name):
+        raise Wait(random.uniform(*_BREAKER_WAIT), f"breaker-open:{config.name}")
+    wait = budget.take_token(config, tier)
+    if wait > 0:
+        raise Wait(wait, f"budget:{config.name}")
+    slot = budget.acquire_slot(config)
+    if slot is None:
+        raise Wait(random.uniform(*_SLOT_WAIT), f"bulkhead:{config.name}")
+    return slot
+
+
+def _call(notification: Notification, target: Target, slot: budget.Slot) -> str:
+    """One provider call with its attempt row and breaker bookkeeping; returns the reference."""
+    provider = target.provider
+    try:
+        message = build_message(notification, target.device)
+        attempt = actions.start_attempt(notification, provider.name, target.device)
+        started = time.monotonic()
+        try:
+            reference = provider.send(message)
+        except ProviderError as exc:
+            latency = round((time.monotonic() - started) * 1000)
+            result = Attempt.Result.PERMANENT if exc.permanent else Attempt.Result.TRANSIENT
+            actions.finish_attempt(attempt, result, latency, str(exc))
+            breaker.record(provider.name, ok=exc.permanent)
+            if exc.address_invalid:
+                actions.disable_address(notification, target.device, str(exc))
+            raise
+    finally:
+        slot.release()
+    sent_marker.put(str(notification.pk), provider.name, reference)
+    latency = round((time.monotonic() - started) * 1000)
+    actions.finish_attempt(attempt, Attempt.Result.SENT, latency, provider_ref=reference)
+    breaker.record(provider.name, ok=True)
+    return reference
+
+
+def _send_to(notification: Notification, candidates: list[Target], gated: tuple[Target, budget.Slot] | None):
+    """Try the candidates in order; high tier fails over on a transient error or an open breaker.
+
+    Returns ``(provider, reference)`` or raises the last ``ProviderError`` / ``Wait``.
     """
-    notification = actions.claim(notification_id)
+    failover = notification.priority == "high"
+    last: Exception | None = None
+    for index, target in enumerate(candidates):
+        try:
+            slot = gated[1] if gated and gated[0] is target else _gate(target, notification.priority)
+        except Wait as wait:
+            last = wait
+            if failover:
+                continue
+            raise
+        try:
+            if notification.is_expired():
+                raise Wait(0, "validity-expired")
+            return target.provider.name, _call(notification, target, slot)
+        except ProviderError as exc:
+            last = exc
+            if exc.permanent or not failover or index == len(candidates) - 1:
+                raise
+            logger.info("notification %s: %s failed (%s), failing over", notification.pk, target.provider.name, exc)
+    assert last is not None
+    raise last
+
+
+def deliver(notification_id: str) -> None:
+    """Deliver one notification if it is still queued; a no-op otherwise."""
+    from backend.notifications.tasks import enqueue_delivery
+
+    notification = (
+        Notification.objects.select_related("kind", "recipient", "template_version")
+        .filter(pk=notification_id, state=State.QUEUED)
+        .first()
+    )
     if notification is None:
         return
-    provider = provider_for_channel(notification.channel)
-    if provider is None:
-        actions.mark_failed(notification, "no-provider", f"no provider is configured for {notification.channel}")
+    if notification.is_expired():
+        actions.expire(notification)
         return
+    destinations = _targets(notification)
+    if not destinations:
+        if actions.claim(notification):
+            actions.mark_failed(notification, "no-destination", f"no provider or device for {notification.channel}")
+        return
+    # Gate the first call before claiming: a wait costs no row write and no attempt.
+    first = destinations[0][0]
     try:
-        message = build_message(notification)
-    except rendering.RenderError as exc:
-        actions.mark_failed(notification, "render-error", str(exc))
+        gated = (first, _gate(first, notification.priority))
+    except Wait as wait:
+        if notification.priority != "high" or len(destinations[0]) == 1:
+            enqueue_delivery(str(notification.pk), notification.priority, wait.delay)
+            return
+        gated = None
+    if not actions.claim(notification):
+        if gated:
+            gated[1].release()
         return
-    attempt = actions.start_attempt(notification, provider.name)
-    started = time.monotonic()
-    try:
-        reference = provider.send(message)
-    except ProviderError as exc:
-        latency_ms = round((time.monotonic() - started) * 1000)
-        _handle_error(notification, attempt, exc, latency_ms)
-        return
-    latency_ms = round((time.monotonic() - started) * 1000)
-    actions.finish_attempt(attempt, Attempt.Result.SENT, latency_ms, provider_ref=reference)
-    actions.mark_sent(notification, provider.name, reference)
+    _deliver_claimed(notification, destinations, gated)
 
 
-def _handle_error(notification: Notification, attempt: Attempt, exc: ProviderError, latency_ms: int) -> None:
-    error = str(exc)
-    if exc.permanent:
-        actions.finish_attempt(attempt, Attempt.Result.PERMANENT, latency_ms, error)
-        actions.mark_failed(notification, "permanent-error", error)
+def _deliver_claimed(notification: Notification, destinations: list[list[Target]], gated) -> None:
+    marker = sent_marker.get(str(notification.pk))
+    if marker is not None and notification.channel != "push":
+        if gated:
+            gated[1].release()
+        actions.mark_sent(notification, marker[0], marker[1], reason="sent-marker")
         return
-    actions.finish_attempt(attempt, Attempt.Result.TRANSIENT, latency_ms, error)
+    sent: tuple[str, str] | None = None
+    failure: Exception | None = None
+    for index, candidates in enumerate(destinations):
+        try:
+            sent = _send_to(notification, candidates, gated if index == 0 else None) or sent
+        except rendering.RenderError as exc:
+            actions.mark_failed(notification, "render-error", str(exc))
+            return
+        except (ProviderError, Wait) as exc:
+            # A transient failure of any destination wins: it is worth a retry.
+            failure = failure if isinstance(failure, ProviderError) and not failure.permanent else exc
+    if sent is not None:
+        actions.mark_sent(notification, *sent)
+    else:
+        _after_failure(notification, failure)
+
+
+def _after_failure(notification: Notification, failure: Exception | None) -> None:
+    if isinstance(failure, Wait) and failure.reason == "validity-expired":
+        actions.expire(notification, from_state=State.SENDING)
+        return
+    if isinstance(failure, ProviderError) and failure.permanent:
+        actions.mark_failed(notification, "permanent-error", str(failure))
+        return
+    error = str(failure) if failure else "no provider accepted the message"
     conf = settings.NOTIFY
-    if notification.attempt_count >= conf["MAX_ATTEMPTS"]:
-        actions.mark_failed(notification, "attempts-exhausted", error)
+    if isinstance(failure, ProviderError) and notification.retries_used >= conf["MAX_ATTEMPTS"]:
+        last_provider = notification.attempts.order_by("-number").values_list("provider", flat=True).first()
+        actions.dead_letter(notification, last_provider or "", error)
         return
-    delay = backoff_delay(notification.attempt_count, conf["RETRY_BASE"], conf["RETRY_CAP"])
-    if exc.retry_after is not None:
-        delay = max(delay, exc.retry_after)
-    logger.info("notification %s: transient error (%s), retry in %.1f s", notification.pk, error, delay)
+    if isinstance(failure, Wait):
+        delay = failure.delay
+    else:
+        delay = backoff_delay(max(1, notification.retries_used), conf["RETRY_BASE"], conf["RETRY_CAP"])
+        if failure is not None and failure.retry_after is not None:
+            delay = max(delay, failure.retry_after)
+    if notification.valid_until.timestamp() < time.time() + delay:
+        # The retry would come after the validity window: it ends now, never late.
+        actions.expire(notification, from_state=State.SENDING)
+        return
+    logger.info("notification %s: %s, retry in %.1f s", notification.pk, error, delay)
     actions.requeue_for_retry(notification, delay, error)

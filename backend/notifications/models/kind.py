@@ -38,6 +38,11 @@ class Kind(models.Model):
         default="en",
         help_text="Language whose template is used when the recipient's is missing.",
     )
+    validity_seconds = models.PositiveIntegerField(
+        default=86400,
+        help_text="Seconds after it is due that a notification may still be handed to a provider; "
+        "past it, it ends expired (an OTP: minutes — a late code is worse than none).",
+    )
 
     class Meta:
         ordering = ["name"]

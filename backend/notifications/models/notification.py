@@ -1,6 +1,8 @@
 import uuid
+from datetime import datetime, timedelta
 
 from django.db import models
+from django.utils import timezone
 
 from backend.notifications.models.client import ApiClient
 from backend.notifications.models.kind import Channel, Kind, Priority
@@ -55,6 +57,9 @@ class Notification(models.Model):
     provider = models.CharField(max_length=32, blank=True)
     provider_ref = models.CharField(max_length=255, blank=True)
     attempt_count = models.PositiveSmallIntegerField(default=0)
+    replayed_attempts = models.PositiveSmallIntegerField(
+        default=0, help_text="attempt_count when last replayed: retries are counted from here."
+    )
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -64,6 +69,7 @@ class Notification(models.Model):
     sending_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
+    expired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -76,6 +82,19 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind.name} → {self.recipient.user_id} ({self.state})"
+
+    @property
+    def valid_until(self) -> datetime:
+        """The last instant it may be handed to a provider: due time (send_at or creation) + the kind's validity."""
+        return (self.send_at or self.created_at) + timedelta(seconds=self.kind.validity_seconds)
+
+    def is_expired(self, now: datetime | None = None) -> bool:
+        return (now or timezone.now()) > self.valid_until
+
+    @property
+    def retries_used(self) -> int:
+        """Attempts since the last dead-letter replay (what the retry limit and backoff count)."""
+        return self.attempt_count - self.replayed_attempts
 
 
 class StateChange(models.Model):
@@ -114,6 +133,13 @@ class Attempt(models.Model):
     result = models.CharField(max_length=10, choices=Result.choices, blank=True)
     error = models.TextField(blank=True)
     provider_ref = models.CharField(max_length=255, blank=True)
+    device = models.ForeignKey(
+        "notifications.Device", null=True, blank=True, on_delete=models.SET_NULL, related_name="attempts"
+    )
+    sms_encoding = models.CharField(max_length=5, blank=True, help_text="GSM-7 or UCS-2.")
+    sms_segments = models.PositiveSmallIntegerField(null=True, blank=True)
+    cost = models.DecimalField(max_digits=10, decimal_places=5, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
 
     class Meta:
         ordering = ["number", "id"]
@@ -121,3 +147,25 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.number} via {self.provider}: {self.result or 'in flight'}"
+
+
+class DeadLetter(models.Model):
+    """A notification whose transient failures used up its attempts; support can replay it.
+
+    A replay never sends a notification past its kind's validity window.
+    """
+
+    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="dead_letters")
+    provider = models.CharField(max_length=32, blank=True)
+    last_error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    replayed_at = models.DateTimeField(null=True, blank=True)
+    replayed_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["replayed_at", "-created_at"], name="deadletter_open_idx")]
+
+    def __str__(self) -> str:
+        return f"dead letter of {self.notification_id}"

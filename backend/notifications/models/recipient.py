@@ -22,6 +22,14 @@ class Recipient(models.Model):
     phone = models.CharField(max_length=16, blank=True, db_index=True)
     language = models.CharField(max_length=8, default="en")
     time_zone = models.CharField(max_length=64, default="UTC")
+    email_bounced_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set by a permanent SMTP refusal; cleared when the email changes."
+    )
+    email_bounce = models.CharField(max_length=255, blank=True)
+    phone_disabled_at = models.DateTimeField(
+        null=True, blank=True, help_text="Set when an SMS provider calls the number invalid or unreachable."
+    )
+    phone_disabled_reason = models.CharField(max_length=255, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -35,3 +43,32 @@ class Recipient(models.Model):
     def text_direction(self) -> str:
         """``"rtl"`` for Arabic, Persian, Hebrew and Urdu, else ``"ltr"``."""
         return text_direction(self.language)
+
+
+class Device(models.Model):
+    """A push destination of a recipient.
+
+    ``token`` is the FCM registration token, or for Web Push the
+    subscription's endpoint URL (its ``p256dh``/``auth`` keys in
+    ``subscription``). A provider answering "unregistered" disables it.
+    """
+
+    class Platform(models.TextChoices):
+        FCM = "fcm", "Firebase Cloud Messaging"
+        WEBPUSH = "webpush", "Web Push"
+
+    recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="devices")
+    platform = models.CharField(max_length=8, choices=Platform.choices)
+    token = models.CharField(max_length=1024)
+    subscription = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(auto_now=True)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+        constraints = [models.UniqueConstraint(fields=["platform", "token"], name="device_token_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.platform}:{self.token[:16]}…"

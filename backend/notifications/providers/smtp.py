@@ -14,7 +14,11 @@ from backend.notifications.providers.base import OutboundMessage, Provider, Prov
 
 
 def _error_for_code(code: int, detail: str) -> ProviderError:
-    return ProviderError(f"SMTP {code}: {detail}", permanent=500 <= code < 600)
+    # Enhanced status 5.1.x is an addressing failure (RFC 3463 §3.2): the mailbox itself is bad.
+    permanent = 500 <= code < 600
+    return ProviderError(
+        f"SMTP {code}: {detail}", permanent=permanent, address_invalid=permanent and detail.startswith("5.1.")
+    )
 
 
 @register

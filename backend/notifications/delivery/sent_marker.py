@@ -1,0 +1,49 @@
+"""The sent-marker: proof, outside the database, that a provider accepted a notification.
+
+DESIGN.md §2: the worker checks it *before* calling a provider and writes it
+only *after* the provider accepted. A worker that dies between the
+provider's acceptance and the status write leaves the row in ``sending``; the
+retry finds the marker and records ``sent`` without a second call. Claiming
+the key before sending would instead turn at-least-once into at-most-once.
+"""
+
+import threading
+import time
+
+from django.conf import settings
+
+from backend.notifications.delivery.shared_state import redis_client
+
+_local: dict[str, tuple[float, str]] = {}
+_lock = threading.Lock()
+
+
+def _key(notification_id: str) -> str:
+    return f"sent:{notification_id}"
+
+
+def get(notification_id: str) -> tuple[str, str] | None:
+    """``(provider, provider_ref)`` when a provider already accepted this notification, else None."""
+    client = redis_client()
+    if client:
+        value = client.get(_key(notification_id))
+    else:
+        with _lock:
+            expires, value = _local.get(notification_id, (0.0, None))
+            value = value if expires > time.monotonic() else None
+    if not value:
+        return None
+    provider, _, reference = value.partition("|")
+    return provider, reference
+
+
+def put(notification_id: str, provider: str, reference: str) -> None:
+    """Record that ``provider`` accepted the notification as ``reference`` (TTL ``SENT_MARKER_TTL`` s)."""
+    ttl = settings.NOTIFY["SENT_MARKER_TTL"]
+    value = f"{provider}|{reference}"
+    client = redis_client()
+    if client:
+        client.set(_key(notification_id), value, ex=ttl)
+    else:
+        with _lock:
+            _local[notification_id] = (time.monotonic() + ttl, value)

@@ -1,0 +1,218 @@
+"""Local stand-ins for the SMS and push providers, speaking their HTTP APIs, with fault injection.
+
+One aiohttp server answers like Twilio (``/2010-04-01/Accounts/{sid}/Messages.json``),
+Vonage (``/sms/json``), FCM HTTP v1 (``/v1/projects/{p}/messages:send``) and a Web Push
+service (``/push/{subscription}``). Every accepted message is kept for inspection.
+
+Faults, per provider (``twilio``, ``vonage``, ``fcm``, ``webpush``), as JSON::
+
+    {"twilio": {"error_rate": 0.2,              # share of calls answered with `error`
+                "error": "500",                 # 500 | 429 | timeout
+                "latency_ms": 40,               # added to every answer
+                "outage": [t0, t1],             # epoch seconds: every call inside fails with `error`
+                "rules": {"+15550000001": "invalid-number"}}}   # per recipient, see OUTCOMES
+
+Control endpoints: ``GET/DELETE /_stub/messages``, ``GET/PUT /_stub/faults``,
+``POST /_stub/outage`` ``{"provider", "seconds", "error"?}``.
+"""
+
+import asyncio
+import random
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+OUTCOMES = ("ok", "invalid-number", "opted-out", "unregistered", "429", "500", "timeout")
+# A "timeout" answer comes this late: far past any client's timeout, yet finite.
+TIMEOUT_SECONDS = 30.0
+
+
+@dataclass
+class StubState:
+    """What the stub received and how it is told to misbehave."""
+
+    faults: dict[str, dict[str, Any]] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=dict)
+    rng: random.Random = field(default_factory=lambda: random.Random(1))
+
+    def outcome(self, provider: str, recipient: str) -> str:
+        """Decide this call's fate: a per-recipient rule, an outage, a random error, or ok."""
+        self.calls[provider] = self.calls.get(provider, 0) + 1
+        faults = self.faults.get(provider, {})
+        rule = faults.get("rules", {}).get(recipient)
+        if rule:
+            return rule
+        outage = faults.get("outage")
+        if outage and outage[0] <= time.time() < outage[1]:
+            return str(faults.get("error", "500"))
+        if faults.get("error_rate") and self.rng.random() < float(faults["error_rate"]):
+            return str(faults.get("error", "500"))
+        return "ok"
+
+    def keep(self, provider: str, to: str, text: str, reference: str) -> None:
+        self.messages.append({"provider": provider, "to": to, "text": text, "ref": reference, "at": time.time()})
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(data, status=status, headers=headers)
+
+
+async def _delay(state: StubState, provider: str, outcome: str) -> None:
+    latency = float(state.faults.get(provider, {}).get("latency_ms", 0)) / 1000
+    if outcome == "timeout":
+        latency += TIMEOUT_SECONDS
+    if latency:
+        await asyncio.sleep(latency)
+
+
+async def twilio(request: web.Request) -> web.Response:
+    state: StubState = request.app["state"]
+    if not request.headers.get("Authorization", "").startswith("Basic "):
+        return _json({"code": 20003, "message": "Authenticate", "status": 401}, 401)
+    form = await request.post()
+    to, body = str(form.get("To", "")), str(form.get("Body", ""))
+    outcome = state.outcome("twilio", to)
+    await _delay(state, "twilio", outcome)
+    if outcome == "ok":
+        sid = "SM" + uuid.uuid4().hex
+        state.keep("twilio", to, body, sid)
+        return _json({"sid": sid, "status": "queued", "to": to, "body": body}, 201)
+    errors = {
+        "invalid-number": (400, {"code": 21211, "message": f"The 'To' number {to} is not a valid phone number."}),
+        "opted-out": (400, {"code": 21610, "message": "Attempt to send to unsubscribed recipient"}),
+        "429": (429, {"code": 20429, "message": "Too Many Requests"}),
+    }
+    status, error = errors.get(outcome, (500, {"code": 20500, "message": "Internal Server Error"}))
+    return _json({**error, "status": status}, status, headers={"Retry-After": "1"} if status == 429 else None)
+
+
+async def vonage(request: web.Request) -> web.Response:
+    state: StubState = request.app["state"]
+    form = await request.post()
+    to, text = "+" + str(form.get("to", "")), str(form.get("text", ""))
+    outcome = state.outcome("vonage", to)
+    await _delay(state, "vonage", outcome)
+    if outcome == "500":
+        return web.Response(status=500, text="Internal Server Error")
+    statuses = {"ok": "0", "429": "1", "invalid-number": "6", "opted-out": "7"}
+    status = statuses.get(outcome, "5")
+    part: dict[str, Any] = {"to": to.lstrip("+"), "status": status}
+    if status == "0":
+        part["message-id"] = uuid.uuid4().hex[:16].upper()
+        state.keep("vonage", to, text, part["message-id"])
+    else:
+        part["error-text"] = {"1": "Throttled", "6": "Invalid Message", "7": "Number barred"}.get(
+            status, "Internal Error"
+        )
+    return _json({"message-count": "1", "messages": [part]})
+
+
+async def fcm(request: web.Request) -> web.Response:
+    state: StubState = request.app["state"]
+    if not request.headers.get("Authorization", "").startswith("Bearer "):
+        return _json({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": "no token"}}, 401)
+    message = (await request.json()).get("message", {})
+    token = str(message.get("token", ""))
+    outcome = state.outcome("fcm", token)
+    await _delay(state, "fcm", outcome)
+    if outcome == "ok":
+        name = f"projects/{request.match_info['project']}/messages/0:{uuid.uuid4().hex}"
+        state.keep("fcm", token, message.get("notification", {}).get("body", ""), name)
+        return _json({"name": name})
+    errors = {
+        "unregistered": (404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found."),
+        "invalid-number": (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The registration token is not valid."),
+        "429": (429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED", "Quota exceeded."),
+    }
+    status, name, code, text = errors.get(outcome, (503, "UNAVAILABLE", "UNAVAILABLE", "The service is unavailable."))
+    details = [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code}]
+    headers = {"Retry-After": "1"} if status in (429, 503) else None
+    return _json({"error": {"code": status, "message": text, "status": name, "details": details}}, status, headers)
+
+
+async def webpush(request: web.Request) -> web.Response:
+    state: StubState = request.app["state"]
+    endpoint = str(request.url)
+    await request.read()
+    outcome = state.outcome("webpush", endpoint)
+    await _delay(state, "webpush", outcome)
+    if outcome == "ok":
+        location = f"{request.url.origin()}/push-message/{uuid.uuid4().hex}"
+        state.keep("webpush", endpoint, f"{request.content_length} encrypted bytes", location)
+        return web.Response(status=201, headers={"Location": location})
+    status = {"unregistered": 410, "invalid-number": 404, "429": 429}.get(outcome, 503)
+    return web.Response(status=status, headers={"Retry-After": "1"} if status == 429 else None)
+
+
+async def get_messages(request: web.Request) -> web.Response:
+    state: StubState = request.app["state"]
+    provider = request.query.get("provider")
+    return _json([m for m in state.messages if provider in (None, m["provider"])])
+
+
+async def delete_messages(request: web.Request) -> web.Response:
+    request.app["state"].messages.clear()
+    return web.Response(status=204)
+
+
+async def get_faults(request: web.Request) -> web.Response:
+    return _json(request.app["state"].faults)
+
+
+async def put_faults(request: web.Request) -> web.Response:
+    request.app["state"].faults = await request.json()
+    return _json(request.app["state"].faults)
+
+
+async def post_outage(request: web.Request) -> web.Response:
+    body = await request.json()
+    faults = request.app["state"].faults.setdefault(body["provider"], {})
+    faults["outage"] = [time.time(), time.time() + float(body["seconds"])]
+    faults["error"] = str(body.get("error", "500"))
+    return _json(faults)
+
+
+def make_app(state: StubState | None = None) -> web.Application:
+    """The stub as an aiohttp application; ``app["state"]`` is its ``StubState``."""
+    app = web.Application()
+    app["state"] = state or StubState()
+    app.add_routes(
+        [
+            web.post("/2010-04-01/Accounts/{sid}/Messages.json", twilio),
+            web.post("/sms/json", vonage),
+            web.post("/v1/projects/{project}/messages:send", fcm),
+            web.post("/push/{subscription}", webpush),
+            web.get("/_stub/messages", get_messages),
+            web.delete("/_stub/messages", delete_messages),
+            web.get("/_stub/faults", get_faults),
+            web.put("/_stub/faults", put_faults),
+            web.post("/_stub/outage", post_outage),
+        ]
+    )
+    return app
+
+
+class StubServer:
+    """The stub running in a background thread, for tests: ``.url``, ``.state``, ``.stop()``."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, state: StubState | None = None):
+        self.state = state or StubState()
+        self._loop = asyncio.new_event_loop()
+        self._runner = web.AppRunner(make_app(self.state), access_log=None)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, host, port, backlog=1024)
+        self._loop.run_until_complete(site.start())
+        bound = self._runner.addresses[0]
+        self.url = f"http://{bound[0]}:{bound[1]}"
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="provider-stub")
+        self._thread.start()
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
