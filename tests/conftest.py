@@ -112,3 +112,23 @@ def pending(tier: str) -> int:
 def fast_password_hashing(settings):
     """PBKDF2's deliberate slowness would dominate the suite's time; no test is about it."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def provider_stub():
+    """The stub Twilio / Vonage / FCM / Web Push server, in a thread; ``.state`` holds faults and messages."""
+    from backend.stubs.provider_server import StubServer
+
+    server = StubServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stub_providers(provider_stub, tmp_path, settings):
+    """Every provider pointed at the stub through a providers file (NOTIFY_PROVIDERS_FILE)."""
+    from tests.providers_setup import write_providers_file
+
+    path = write_providers_file(tmp_path / "providers.toml", provider_stub.url)
+    settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path), "ALLOW_PRIVATE_PUSH_ENDPOINTS": True}
+    return provider_stub

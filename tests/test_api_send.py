@@ -84,7 +84,6 @@ def test_duplicate_is_found_after_redis_lost_its_keys(send):
         ({**SHIPPED, "user_id": "ghost"}, "user_id",
          "unknown user 'ghost': create it first with PUT /api/v1/users/{user_id}"),
         ({**SHIPPED, "params": {}}, "params", "missing params: order"),
-        ({**SHIPPED, "channel": "inapp"}, "channel", "no provider is configured for channel 'inapp'"),
         ({**SHIPPED, "channel": "fax"}, "channel", '"fax" is not a valid choice.'),
         ({**SHIPPED, "priority": "urgent"}, "priority", '"urgent" is not a valid choice.'),
         ({**SHIPPED, "send_at": "2026-12-01T09:00:00"}, "send_at",
@@ -154,6 +153,13 @@ def test_a_revoked_key_is_refused(send, orders_service):
     client.is_active = False
     client.save()
     assert send(SHIPPED).status_code == 401
+
+
+def test_a_channel_without_a_provider_is_refused(send, settings):
+    settings.NOTIFY = {**settings.NOTIFY, "CHANNEL_PROVIDERS": {"email": "smtp", "sms": "fake-sms"}}
+    response = send({**SHIPPED, "channel": "push"})
+    assert response.status_code == 422
+    assert response.json()["fields"] == {"channel": ["no provider is configured for channel 'push'"]}
 
 
 def test_future_send_at_is_scheduled_not_queued(send, django_capture_on_commit_callbacks):

@@ -1,6 +1,18 @@
 from django.contrib import admin, messages
 
-from backend.notifications.models import ApiClient, Attempt, Kind, Notification, Recipient, StateChange, TemplateVersion
+from backend.notifications import actions
+from backend.notifications.models import (
+    ApiClient,
+    Attempt,
+    BreakerEvent,
+    DeadLetter,
+    Device,
+    Kind,
+    Notification,
+    Recipient,
+    StateChange,
+    TemplateVersion,
+)
 
 
 @admin.register(Kind)
@@ -17,9 +29,17 @@ class TemplateVersionAdmin(admin.ModelAdmin):
     search_fields = ["subject", "text_body"]
 
 
+class DeviceInline(admin.TabularInline):
+    model = Device
+    extra = 0
+    fields = ["platform", "token", "last_seen_at", "disabled_at", "disabled_reason"]
+    readonly_fields = ["last_seen_at", "disabled_at", "disabled_reason"]
+
+
 @admin.register(Recipient)
 class RecipientAdmin(admin.ModelAdmin):
-    list_display = ["user_id", "email", "phone", "language", "time_zone", "updated_at"]
+    inlines = [DeviceInline]
+    list_display = ["user_id", "email", "phone", "language", "time_zone", "email_bounced_at", "phone_disabled_at"]
     list_filter = ["language"]
     search_fields = ["user_id", "email", "phone"]
 
@@ -80,16 +100,40 @@ class AttemptAdmin(admin.ModelAdmin):
     list_display = ["notification", "number", "provider", "started_at", "latency_ms", "result", "provider_ref"]
     list_filter = ["provider", "result"]
     search_fields = ["provider_ref", "notification__id"]
-    readonly_fields = [
-        "notification",
-        "number",
-        "provider",
-        "started_at",
-        "latency_ms",
-        "result",
-        "error",
-        "provider_ref",
-    ]
+    readonly_fields = [f.name for f in Attempt._meta.fields]
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(admin.ModelAdmin):
+    """Dead letters: notifications whose retries ran out. Replay one or many (never past validity)."""
+
+    list_display = ["created_at", "notification", "provider", "attempts", "last_error", "replayed_at", "replayed_by"]
+    list_filter = ["provider", ("replayed_at", admin.EmptyFieldListFilter), "notification__kind"]
+    search_fields = ["notification__id", "notification__recipient__user_id", "last_error"]
+    list_select_related = ["notification__kind", "notification__recipient"]
+    readonly_fields = [f.name for f in DeadLetter._meta.fields]
+    actions = ["replay_selected"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Replay selected dead letters", permissions=["change"])
+    def replay_selected(self, request, queryset):
+        outcomes: dict[str, int] = {}
+        for letter in queryset.select_related("notification__kind"):
+            outcome = actions.replay(letter, by=request.user.get_username())
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        self.message_user(request, ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items())))
+
+
+@admin.register(BreakerEvent)
+class BreakerEventAdmin(admin.ModelAdmin):
+    list_display = ["at", "provider", "from_state", "to_state", "reason"]
+    list_filter = ["provider", "to_state"]
+    readonly_fields = [f.name for f in BreakerEvent._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
 
 
 @admin.register(ApiClient)

@@ -10,7 +10,8 @@ Faults, per provider (``twilio``, ``vonage``, ``fcm``, ``webpush``), as JSON::
                 "error": "500",                 # 500 | 429 | timeout
                 "latency_ms": 40,               # added to every answer
                 "outage": [t0, t1],             # epoch seconds: every call inside fails with `error`
-                "rules": {"+15550000001": "invalid-number"}}}   # per recipient, see OUTCOMES
+                "rules": {"+15550000001": "invalid-number",          # per recipient, see OUTCOMES
+                          "+15550000002": {"outcome": "500", "times": 2}}}}  # the first 2 calls only
 
 Control endpoints: ``GET/DELETE /_stub/messages``, ``GET/PUT /_stub/faults``,
 ``POST /_stub/outage`` ``{"provider", "seconds", "error"?}``.
@@ -45,7 +46,11 @@ class StubState:
         self.calls[provider] = self.calls.get(provider, 0) + 1
         faults = self.faults.get(provider, {})
         rule = faults.get("rules", {}).get(recipient)
-        if rule:
+        if isinstance(rule, dict):
+            if rule.get("times", 0) > 0:
+                rule["times"] -= 1
+                return str(rule["outcome"])
+        elif rule:
             return rule
         outage = faults.get("outage")
         if outage and outage[0] <= time.time() < outage[1]:
@@ -56,6 +61,9 @@ class StubState:
 
     def keep(self, provider: str, to: str, text: str, reference: str) -> None:
         self.messages.append({"provider": provider, "to": to, "text": text, "ref": reference, "at": time.time()})
+
+
+STATE = web.AppKey("state", StubState)
 
 
 def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -71,7 +79,7 @@ async def _delay(state: StubState, provider: str, outcome: str) -> None:
 
 
 async def twilio(request: web.Request) -> web.Response:
-    state: StubState = request.app["state"]
+    state: StubState = request.app[STATE]
     if not request.headers.get("Authorization", "").startswith("Basic "):
         return _json({"code": 20003, "message": "Authenticate", "status": 401}, 401)
     form = await request.post()
@@ -92,7 +100,7 @@ async def twilio(request: web.Request) -> web.Response:
 
 
 async def vonage(request: web.Request) -> web.Response:
-    state: StubState = request.app["state"]
+    state: StubState = request.app[STATE]
     form = await request.post()
     to, text = "+" + str(form.get("to", "")), str(form.get("text", ""))
     outcome = state.outcome("vonage", to)
@@ -113,7 +121,7 @@ async def vonage(request: web.Request) -> web.Response:
 
 
 async def fcm(request: web.Request) -> web.Response:
-    state: StubState = request.app["state"]
+    state: StubState = request.app[STATE]
     if not request.headers.get("Authorization", "").startswith("Bearer "):
         return _json({"error": {"code": 401, "status": "UNAUTHENTICATED", "message": "no token"}}, 401)
     message = (await request.json()).get("message", {})
@@ -136,7 +144,7 @@ async def fcm(request: web.Request) -> web.Response:
 
 
 async def webpush(request: web.Request) -> web.Response:
-    state: StubState = request.app["state"]
+    state: StubState = request.app[STATE]
     endpoint = str(request.url)
     await request.read()
     outcome = state.outcome("webpush", endpoint)
@@ -150,37 +158,37 @@ async def webpush(request: web.Request) -> web.Response:
 
 
 async def get_messages(request: web.Request) -> web.Response:
-    state: StubState = request.app["state"]
+    state: StubState = request.app[STATE]
     provider = request.query.get("provider")
     return _json([m for m in state.messages if provider in (None, m["provider"])])
 
 
 async def delete_messages(request: web.Request) -> web.Response:
-    request.app["state"].messages.clear()
+    request.app[STATE].messages.clear()
     return web.Response(status=204)
 
 
 async def get_faults(request: web.Request) -> web.Response:
-    return _json(request.app["state"].faults)
+    return _json(request.app[STATE].faults)
 
 
 async def put_faults(request: web.Request) -> web.Response:
-    request.app["state"].faults = await request.json()
-    return _json(request.app["state"].faults)
+    request.app[STATE].faults = await request.json()
+    return _json(request.app[STATE].faults)
 
 
 async def post_outage(request: web.Request) -> web.Response:
     body = await request.json()
-    faults = request.app["state"].faults.setdefault(body["provider"], {})
+    faults = request.app[STATE].faults.setdefault(body["provider"], {})
     faults["outage"] = [time.time(), time.time() + float(body["seconds"])]
     faults["error"] = str(body.get("error", "500"))
     return _json(faults)
 
 
 def make_app(state: StubState | None = None) -> web.Application:
-    """The stub as an aiohttp application; ``app["state"]`` is its ``StubState``."""
+    """The stub as an aiohttp application; ``app[STATE]`` is its ``StubState``."""
     app = web.Application()
-    app["state"] = state or StubState()
+    app[STATE] = state or StubState()
     app.add_routes(
         [
             web.post("/2010-04-01/Accounts/{sid}/Messages.json", twilio),

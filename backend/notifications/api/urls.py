@@ -1,12 +1,13 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
-from backend.notifications.api import views
+from backend.notifications.api import sms, views
 
 urlpatterns = [
     path("notifications", views.NotificationCreateView.as_view(), name="notification-create"),
     path("notifications/<uuid:pk>", views.NotificationDetailView.as_view(), name="notification-detail"),
     path("users/<str:user_id>", views.RecipientView.as_view(), name="user"),
+    path("sms/segments", sms.SmsSegmentsView.as_view(), name="sms-segments"),
     path(
         "openapi.json",
         SpectacularJSONAPIView.as_view(authentication_classes=[], permission_classes=[]),

@@ -7,10 +7,11 @@ from backend.notifications.models import Category, Channel, Kind, Priority, Reci
 
 DEMO_PASSWORD = "demo"
 
+# (name, description, category, priority, default channel, validity in seconds)
 KINDS = [
-    ("otp", "One-time login code", Category.SECURITY, Priority.HIGH, Channel.SMS),
-    ("shipped", "Order shipped", Category.TRANSACTIONAL, Priority.STANDARD, Channel.EMAIL),
-    ("promo", "Marketing offer", Category.MARKETING, Priority.STANDARD, Channel.EMAIL),
+    ("otp", "One-time login code", Category.SECURITY, Priority.HIGH, Channel.SMS, 300),
+    ("shipped", "Order shipped", Category.TRANSACTIONAL, Priority.STANDARD, Channel.EMAIL, 7 * 86400),
+    ("promo", "Marketing offer", Category.MARKETING, Priority.STANDARD, Channel.EMAIL, 2 * 86400),
 ]
 
 # (kind, language, channel) → (subject, text, html). Embedded LTR runs (order
@@ -39,6 +40,8 @@ TEMPLATES = {
         "<h2>طلبك في الطريق إليك</h2><p>تم شحن الطلب رقم <bdi>{{ order }}</bdi>.</p>",
     ),
     ("shipped", "en", Channel.SMS): ("", "Your order {{ order }} has shipped.", ""),
+    ("shipped", "en", Channel.PUSH): ("Order shipped", "Your order {{ order }} is on its way.", ""),
+    ("shipped", "ar", Channel.PUSH): ("تم شحن الطلب", "طلبك رقم {{ order }} في الطريق إليك.", ""),
     ("shipped", "ar", Channel.SMS): ("", "تم شحن طلبك رقم {{ order }}.", ""),
     ("promo", "en", Channel.EMAIL): (
         "{{ percent }}% off this weekend",
@@ -49,6 +52,21 @@ TEMPLATES = {
         "خصم {{ percent }}٪ في عطلة نهاية الأسبوع",
         "خصم {{ percent }}٪ على كل شيء حتى يوم الأحد.",
         "<h2>خصم <bdi>{{ percent }}٪</bdi> في عطلة نهاية الأسبوع</h2><p>خصم على كل شيء حتى يوم الأحد.</p>",
+    ),
+    # The in-app inbox: the subject is the message's title, the text its body.
+    ("otp", "en", Channel.INAPP): ("Your login code", "Your code is {{ code }}. It expires in 5 minutes.", ""),
+    ("otp", "ar", Channel.INAPP): ("رمز الدخول", "رمز التحقق الخاص بك هو {{ code }}. تنتهي صلاحيته خلال 5 دقائق.", ""),
+    ("shipped", "en", Channel.INAPP): ("Order {{ order }} has shipped", "Your order {{ order }} is on its way.", ""),
+    ("shipped", "ar", Channel.INAPP): ("تم شحن طلبك رقم {{ order }}", "طلبك رقم {{ order }} في الطريق إليك.", ""),
+    ("promo", "en", Channel.INAPP): (
+        "{{ percent }}% off this weekend",
+        "Everything is {{ percent }}% off until Sunday.",
+        "",
+    ),
+    ("promo", "ar", Channel.INAPP): (
+        "خصم {{ percent }}٪ في عطلة نهاية الأسبوع",
+        "خصم {{ percent }}٪ على كل شيء حتى يوم الأحد.",
+        "",
     ),
 }
 
@@ -82,7 +100,7 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, **options):
         kinds = {}
-        for name, description, category, priority, channel in KINDS:
+        for name, description, category, priority, channel, validity in KINDS:
             kinds[name], _ = Kind.objects.update_or_create(
                 name=name,
                 defaults={
@@ -91,6 +109,7 @@ class Command(BaseCommand):
                     "priority": priority,
                     "default_channel": channel,
                     "default_language": "en",
+                    "validity_seconds": validity,
                 },
             )
         for (kind, language, channel), (subject, text, html) in TEMPLATES.items():
