@@ -14,7 +14,7 @@ import time_machine
 from django.core.management import call_command
 from django.utils import timezone
 
-from backend.notifications import actions
+from backend.notifications import actions, pricing
 from backend.notifications.delivery import breaker, budget, dispatch, sent_marker
 from backend.notifications.delivery.sweeper import sweep
 from backend.notifications.models import Attempt, BreakerEvent, DeadLetter, Device, Kind, Notification, Recipient, State
@@ -73,6 +73,10 @@ def test_a_transient_error_is_retried_with_growing_jittered_delays_then_sent(
     notification = deliver(notification)
     assert notification.state == State.SENT
     assert results(notification) == [("twilio", "transient")] * 3 + [("twilio", "sent")]
+    # "تم شحن طلبك رقم 5012." is 21 UTF-16 units of UCS-2: one segment, priced for Saudi Arabia.
+    attempt = notification.attempts.last()
+    assert (attempt.sms_encoding, attempt.sms_segments, attempt.currency) == ("UCS-2", 1, "USD")
+    assert attempt.cost == pricing.segment_price("SA", "twilio").per_segment
     assert [m["to"] for m in stub_messages(stub_providers, "twilio")] == [LAYLA_PHONE]
 
 

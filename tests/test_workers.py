@@ -5,6 +5,8 @@ only a hint; the scheduler's sweeper re-enqueues what a dead worker or an
 emptied Redis lost.
 """
 
+import time
+
 import pytest
 
 from backend.notifications.models import Attempt, Notification, State
@@ -93,3 +95,39 @@ def test_notifications_survive_redis_restarting_empty(send, processes, smtp_sink
     for pk in ids:
         history = Notification.objects.get(pk=pk).state_changes.values_list("to_state", flat=True)
         assert list(history) == ["queued", "sending", "sent"]
+
+
+def test_a_worker_killed_between_the_provider_call_and_the_status_write_duplicates_at_most_once(
+    send, smtp_sink, stub_providers, settings
+):
+    """The stub accepts the OTP after the worker is already dead: the row says sending, the provider has it.
+
+    Recovery re-sends (the sent-marker was never written), so Layla may get the code twice, never zero times.
+    """
+    stub_providers.state.faults = {"twilio": {"latency_ms": 1500}}
+    procs = Processes(
+        worker_env(
+            smtp_sink.port,
+            NOTIFY_PROVIDERS_FILE=settings.NOTIFY["PROVIDERS_FILE"],
+            NOTIFY_VISIBILITY_TIMEOUT="1",
+            NOTIFY_SWEEP_INTERVAL="0.2",
+        )
+    )
+    try:
+        worker = procs.start("run_worker", "high")
+        response = send({"user_id": "u-ar-1", "kind": "otp", "params": {"code": "481516"}}, key="login-kill")
+        pk = response.json()["id"]
+        wait_until(lambda: Attempt.objects.filter(notification_id=pk).exists(), 30, "the provider call to start")
+        procs.kill(worker)
+        assert states([pk]) == {pk: State.SENDING}
+
+        stub_providers.state.faults = {}
+        procs.start("run_scheduler")
+        procs.start("run_worker", "high")
+        wait_until(lambda: all_sent([pk]), 30, "the OTP sent after recovery")
+    finally:
+        procs.stop_all()
+    time.sleep(1.6)  # let the dead worker's call land at the stub too
+    received = [m for m in stub_providers.state.messages if m["to"] == "+966501234567"]
+    assert 1 <= len(received) <= 2
+    assert list(Notification.objects.get(pk=pk).attempts.values_list("result", flat=True)) == ["", "sent"]

@@ -226,8 +226,13 @@ def claim(notification: Notification) -> bool:
     return bool(claimed)
 
 
-def start_attempt(notification: Notification, provider: str, device: Device | None = None) -> Attempt:
-    """Count the attempt and write its row before the provider is called (a crash leaves it without a result)."""
+def start_attempt(
+    notification: Notification, provider: str, device: Device | None = None, sms: dict[str, Any] | None = None
+) -> Attempt:
+    """Count the attempt and write its row before the provider is called (a crash leaves it without a result).
+
+    ``sms`` carries an SMS attempt's ``sms_encoding``, ``sms_segments``, ``cost`` and ``currency``.
+    """
     Notification.objects.filter(pk=notification.pk).update(attempt_count=F("attempt_count") + 1)
     notification.attempt_count += 1
     return Attempt.objects.create(
@@ -236,6 +241,7 @@ def start_attempt(notification: Notification, provider: str, device: Device | No
         provider=provider,
         device=device,
         started_at=timezone.now(),
+        **(sms or {}),
     )
 
 

@@ -64,7 +64,10 @@ class StateChangeSerializer(serializers.ModelSerializer):
 class AttemptSerializer(serializers.ModelSerializer):
     class Meta:
         model = Attempt
-        fields = ["number", "provider", "started_at", "latency_ms", "result", "error", "provider_ref"]
+        fields = [
+            "number", "provider", "started_at", "latency_ms", "result", "error", "provider_ref",
+            "sms_encoding", "sms_segments", "cost", "currency",
+        ]  # fmt: skip
 
 
 class NotificationSerializer(serializers.ModelSerializer):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from backend.notifications import actions, rendering
+from backend.notifications import actions, pricing, rendering, sms_encoding
 from backend.notifications.delivery import breaker, budget, sent_marker
 from backend.notifications.delivery.retry import backoff_delay
 from backend.notifications.models import Attempt, Device, Notification, State
@@ -98,12 +98,27 @@ def _gate(target: Target, tier: str) -> budget.Slot:
     return slot
 
 
+def sms_cost(message: OutboundMessage, provider: Provider) -> dict:
+    """An SMS attempt's encoding, segments and cost (segments × the provider's price for the number's country).
+
+    The cost is left empty when the price list has no row for that provider and country.
+    """
+    analysis = sms_encoding.analyze(message.text)
+    fields = {"sms_encoding": analysis.encoding, "sms_segments": analysis.segments}
+    try:
+        quote = pricing.price_message(analysis.segments, message.to, provider.__class__.name)
+    except pricing.PricingError:
+        return fields
+    return {**fields, "cost": quote.per_message, "currency": quote.currency}
+
+
 def _call(notification: Notification, target: Target, slot: budget.Slot) -> str:
     """One provider call with its attempt row and breaker bookkeeping; returns the reference."""
     provider = target.provider
     try:
         message = build_message(notification, target.device)
-        attempt = actions.start_attempt(notification, provider.name, target.device)
+        sms = sms_cost(message, provider) if notification.channel == "sms" else None
+        attempt = actions.start_attempt(notification, provider.name, target.device, sms)
         started = time.monotonic()
         try:
             reference = provider.send(message)
