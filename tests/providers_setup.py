@@ -6,21 +6,12 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from py_vapid import Vapid
+
+from backend.notifications.providers.webpush import generate_vapid_private_key
 
 
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def vapid_private_key() -> str:
-    """A fresh VAPID key as pywebpush takes it (base64url DER)."""
-    vapid = Vapid()
-    vapid.generate_keys()
-    der = vapid.private_key.private_bytes(
-        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return b64url(der)
 
 
 def browser_subscription(stub_url: str, name: str) -> dict:
@@ -38,7 +29,7 @@ def write_providers_file(path: Path, stub_url: str, **overrides: dict) -> Path:
         "vonage": {"type": "vonage", "base_url": stub_url, "api_key": "k", "api_secret": "s", "from": "Notify",
                    "timeout": 2.0},
         "fcm": {"type": "fcm", "base_url": stub_url, "project_id": "demo", "access_token": "t", "timeout": 2.0},
-        "webpush": {"type": "webpush", "vapid_private_key": vapid_private_key(),
+        "webpush": {"type": "webpush", "vapid_private_key": generate_vapid_private_key(),
                     "vapid_subject": "mailto:ops@example.com", "timeout": 2.0},
     }  # fmt: skip
     for name, values in overrides.items():

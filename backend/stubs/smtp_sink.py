@@ -19,10 +19,17 @@ from aiosmtpd.controller import Controller
 
 @dataclass
 class SinkRules:
-    """Per-address behaviour: ``replies`` maps an address to an SMTP reply line, ``delays`` to seconds."""
+    """Per-address behaviour: ``replies`` maps an address to an SMTP reply line, ``delays`` to seconds.
+
+    ``delays`` keys may also be a domain (``@never-answers.invalid``): every address there waits that long.
+    """
 
     replies: dict[str, str] = field(default_factory=dict)
     delays: dict[str, float] = field(default_factory=dict)
+
+    def delay_for(self, address: str) -> float:
+        domain = "@" + address.rpartition("@")[2].lower()
+        return self.delays.get(address) or self.delays.get(domain) or 0.0
 
 
 class MaildirHandler:
@@ -34,7 +41,7 @@ class MaildirHandler:
         self.rules = rules or SinkRules()
 
     async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options) -> str:
-        delay = self.rules.delays.get(address)
+        delay = self.rules.delay_for(address)
         if delay:
             await asyncio.sleep(delay)
         reply = self.rules.replies.get(address)

@@ -8,13 +8,26 @@ against private addresses before any request (providers/http.py). A 201
 Options: ``vapid_private_key`` (PEM or base64url), ``vapid_subject`` (mailto: or https:), ``ttl`` seconds.
 """
 
+import base64
 import json
 
 import requests
+from cryptography.hazmat.primitives import serialization
+from py_vapid import Vapid
 from pywebpush import WebPushException, webpush
 
 from backend.notifications.providers import http
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, register
+
+
+def generate_vapid_private_key() -> str:
+    """A new VAPID signing key (P-256, RFC 8292 §3.2) as base64url DER, the form ``vapid_private_key`` takes."""
+    vapid = Vapid()
+    vapid.generate_keys()
+    der = vapid.private_key.private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return base64.urlsafe_b64encode(der).rstrip(b"=").decode()
 
 
 @register

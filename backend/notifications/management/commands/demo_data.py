@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from backend.notifications.models import Category, Channel, Kind, Priority, Recipient, TemplateVersion
+from backend.notifications.models import Category, Channel, Device, Kind, Priority, Recipient, TemplateVersion
 
 DEMO_PASSWORD = "demo"
 
@@ -127,10 +127,12 @@ class Command(BaseCommand):
                 },
             )
         for user_id, email, phone, language, time_zone in RECIPIENTS:
-            Recipient.objects.update_or_create(
+            recipient, _ = Recipient.objects.update_or_create(
                 user_id=user_id,
                 defaults={"email": email, "phone": phone, "language": language, "time_zone": time_zone},
             )
+            # A phone app registered with FCM (the demo's stub accepts any token).
+            Device.objects.get_or_create(recipient=recipient, platform=Device.Platform.FCM, token=f"demo-fcm-{user_id}")
         for group_name, codenames in GROUP_PERMISSIONS.items():
             group, _ = Group.objects.get_or_create(name=group_name)
             group.permissions.set(
