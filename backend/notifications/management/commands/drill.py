@@ -69,12 +69,7 @@ class Command(BaseCommand):
 
         extra = self._extra_worker() if opts["kill_worker"] else None
         results: Counter = Counter()
-        ids = self._standard(run, recipients, opts["standard"], results)
-        if extra is not None:
-            time.sleep(1.0)
-            extra.send_signal(signal.SIGKILL)
-            extra.wait()
-            self.stdout.write(f"killed worker pid {extra.pid} mid-batch")
+        ids = self._standard(run, recipients, opts["standard"], results, halfway=lambda: self._kill(extra))
         _stub(stub, "/_stub/outage", "POST", {"provider": "twilio", "seconds": opts["outage"], "error": "500"})
         ids += self._otps(run, recipients, opts["otps"], results)
         self._wait(ids, opts["timeout"])
@@ -103,11 +98,21 @@ class Command(BaseCommand):
         results[f"{kind}: {outcome}"] += 1
         return str(accepted.notification.pk)
 
-    def _standard(self, run: str, recipients: list[Recipient], count: int, results: Counter) -> list[str]:
+    def _kill(self, worker: subprocess.Popen | None) -> None:
+        if worker is None:
+            return
+        busy = Notification.objects.filter(state=State.SENDING).count()
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        self.stdout.write(f"killed worker pid {worker.pid} mid-batch ({busy} notifications were being sent)")
+
+    def _standard(self, run: str, recipients: list[Recipient], count: int, results: Counter, halfway) -> list[str]:
         ids = [self._accept(f"drill-{run}-stuck", recipients[0].user_id, "shipped", {"order": "1"}, "email", results)]
         channels = ["email", "sms", "push"]
         people = recipients[1:]
         for i in range(count):
+            if i == count // 2:
+                halfway()
             person = people[i % len(people)]
             channel = channels[i % 3]
             ids.append(
@@ -125,23 +130,26 @@ class Command(BaseCommand):
         ]
 
     def _extra_worker(self) -> subprocess.Popen:
-        return subprocess.Popen(
+        worker = subprocess.Popen(
             [sys.executable, "manage.py", "run_worker", "standard", "--workers", "2"],
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
+        worker.stdout.readline()  # its start-up line: it is consuming from now on
+        return worker
 
     def _wait(self, ids: list[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
+        last = None
         while True:
             pending = Notification.objects.filter(pk__in=ids).exclude(state__in=FINAL).count()
-            self.stdout.write(f"  {len(ids) - pending}/{len(ids)} final", ending="\r")
-            self.stdout.flush()
+            if pending != last:
+                self.stdout.write(f"  {len(ids) - pending}/{len(ids)} final")
+                last = pending
             if pending == 0:
-                self.stdout.write("")
                 return
             if time.monotonic() > deadline:
-                self.stdout.write(f"\n{pending} not final after {timeout:.0f} s")
+                self.stdout.write(f"{pending} not final after {timeout:.0f} s")
                 return
             time.sleep(1)
 
@@ -169,6 +177,8 @@ class Command(BaseCommand):
             if latencies:
                 out(f"  {tier:<9} p50 {_percentile(latencies, 50):8.0f}   p95 {_percentile(latencies, 95):8.0f}"
                     f"   n={len(latencies)}")  # fmt: skip
+        recovered = rows.filter(state_changes__reason="visibility-timeout").distinct().count()
+        out(f"== recovered by the sweeper after a lost worker: {recovered}")
         letters = DeadLetter.objects.filter(notification__in=rows)
         out(f"== dead letters: {letters.count()}")
         for letter in letters:
