@@ -135,6 +135,7 @@ LANGUAGES = [("en", "English"), ("ar", "العربية"), ("fa", "فارسی")]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = ["backend.formats"]
 
 STATIC_URL = "/static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
@@ -211,7 +212,7 @@ REST_FRAMEWORK = {
         "backend.notifications.api.auth.ApiKeyAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["backend.notifications.api.auth.IsApiClient"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["backend.notifications.api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "backend.notifications.api.errors.exception_handler",
@@ -229,6 +230,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"NotificationStateEnum": "backend.notifications.models.notification.State.choices"},
 }
 
 LOGGING = {

@@ -1,7 +1,9 @@
 from django.contrib import admin
 from django.http import JsonResponse
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.decorators.http import require_GET
+
+from backend.notifications.api.errors import api_not_found
 
 
 @require_GET
@@ -12,9 +14,15 @@ def healthz(request):
 
 urlpatterns = [
     path("api/v1/", include("backend.notifications.api.urls")),
+    path("api/v1/", include("inbox.api_urls")),
+    path("inbox/", include("inbox.urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("", include("frontend.urls")),
+    # Last: every other /api/ URL answers JSON, whatever DEBUG says.
+    re_path(r"^api/", api_not_found),
 ]
 
+handler400 = "backend.notifications.api.errors.json_bad_request"
 handler404 = "backend.notifications.api.errors.json_not_found"
+handler500 = "backend.notifications.api.errors.json_server_error"

@@ -1,11 +1,14 @@
 """POST /api/v1/notifications: accept, idempotency, validation, tiers."""
 
+from datetime import date
+
 import pytest
 
 from backend.notifications.models import Notification, State
 from tests.conftest import pending
 
 SHIPPED = {"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}}
+NEXT_YEAR = date.today().year + 1
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -68,6 +71,20 @@ def test_same_key_different_body_is_refused(send):
     assert Notification.objects.count() == 1
 
 
+def test_two_clients_may_use_the_same_key_for_different_events(send, db):
+    from rest_framework.test import APIClient
+
+    from backend.notifications.models import ApiClient
+
+    _, billing_key = ApiClient.issue("billing")
+    billing = APIClient()
+    billing.credentials(HTTP_AUTHORIZATION=f"Bearer {billing_key}")
+    orders = send(SHIPPED, key="5012")
+    other = billing.post("/api/v1/notifications", SHIPPED, format="json", HTTP_IDEMPOTENCY_KEY="5012")
+    assert (orders.status_code, other.status_code) == (202, 202)
+    assert orders.json()["id"] != other.json()["id"]
+
+
 def test_duplicate_is_found_after_redis_lost_its_keys(send):
     from backend.notifications.queues import HUEYS
 
@@ -97,6 +114,13 @@ def test_duplicate_is_found_after_redis_lost_its_keys(send):
         ({**SHIPPED, "kind": "Bad Kind!"}, "kind",
          'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.'),
         ({**SHIPPED, "params": {"order": "x" * 20000}}, "params", "Params may be at most 16384 bytes of JSON."),
+        ({**SHIPPED, "params": {"order": "50\x0012"}}, "params", "params.order: text may not contain NUL characters."),
+        ({**SHIPPED, "send_at": "2030-02-30T00:00:00Z"}, "send_at", "Not a real date and time (e.g. February 30)."),
+        ({**SHIPPED, "send_at": "2030-01-01T24:00:00Z"}, "send_at", "Not a real date and time (e.g. February 30)."),
+        ({**SHIPPED, "send_at": "9999-12-31T23:59:59Z"}, "send_at", "May be at most 366 days ahead."),
+        ({**SHIPPED, "user_id": 1}, "user_id", "Must be a string."),
+        ({**SHIPPED, "user_id": " u-ar-1"}, "user_id", "May not start or end with spaces."),
+        ({**SHIPPED, "user_id": "u\nar"}, "user_id", "May not contain control characters or invalid UTF-8."),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_422_naming_the_field(send, body, field, message):
@@ -121,6 +145,75 @@ def test_bad_input_is_a_422_naming_the_field(send, body, field, message):
 def test_malformed_requests_are_a_400(api, headers, raw, status, message):
     response = api.post("/api/v1/notifications", raw, content_type="application/json", **headers)
     assert (response.status_code, response.json()["message"]) == (status, message)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ('{"user_id": "u-ar-1", "user_id": "u-en-1", "kind": "shipped"}', "JSON object has the key 'user_id' twice."),
+        ('{"user_id": "u-ar-1", "kind": "shipped", "params": {"order": 1e400}}', "The number 1e400 is too large."),
+        ('{"user_id": "u-ar-1", "kind": "shipped", "params": {"order": NaN}}', "NaN is not valid JSON."),
+        ("[" * 5000 + "]" * 5000, "JSON is nested too deeply."),
+    ],
+)
+def test_json_a_parser_would_have_to_guess_at_is_a_400(api, raw, message):
+    response = api.post("/api/v1/notifications", raw, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k")
+    assert (response.status_code, response.json()["message"]) == (400, message)
+
+
+def test_an_unpaired_surrogate_in_params_is_a_422(api):
+    raw = '{"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "\\ud800"}}'
+    response = api.post("/api/v1/notifications", raw, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k")
+    assert (response.status_code, response.json()["fields"]) == (
+        422, {"params": ["params.order: text contains an unpaired surrogate (invalid UTF-16)."]},
+    )  # fmt: skip
+
+
+def test_a_utf8_idempotency_key_is_read_as_utf8(send):
+    key = "طلب-٥٠١٢-شحن"
+    # Django's test client, like a WSGI/ASGI server, hands header bytes over as Latin-1.
+    response = send(SHIPPED, key=key.encode().decode("latin-1"))
+    assert response.json()["idempotency_key"] == key
+
+
+def test_a_body_over_the_size_limit_is_a_413(api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = api.post("/api/v1/notifications", {**SHIPPED, "params": {"x": "y" * 2000}}, format="json",
+                        HTTP_IDEMPOTENCY_KEY="k")  # fmt: skip
+    assert (response.status_code, response.json()["message"]) == (413, "The body is larger than 1000 bytes.")
+
+
+@pytest.mark.parametrize("path", ["/api/v1/notifications/", "/api/v1/", "/api/v2/notifications", "/api/v1/users/x/"])
+def test_unknown_api_urls_answer_json_even_in_debug(api, settings, path):
+    settings.DEBUG = True
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response.json() == {"error": "not_found", "message": f"No such resource: {path}"}
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "message"),
+    [
+        ({"order": None}, "params", "missing params: order"),
+        ({"order": [1, 2]}, "params", "a list or object param was printed as text; print its items instead"),
+    ],
+)
+def test_params_a_template_cannot_print_are_a_422(send, params, field, message):
+    response = send({**SHIPPED, "params": params})
+    assert (response.status_code, response.json()["fields"]) == (422, {field: [message]})
+
+
+def test_a_broken_template_is_blamed_on_the_template_not_the_caller(send):
+    from backend.notifications.models import TemplateVersion
+
+    TemplateVersion.objects.filter(kind__name="shipped", language="ar", channel="email").update(
+        subject="{{ order.__class__ }}"
+    )
+    response = send(SHIPPED)
+    assert response.status_code == 422
+    [message] = response.json()["fields"]["kind"]
+    assert message.startswith("the approved template shipped/ar/email v1 cannot be rendered (template error:")
+    assert message.endswith("ask the template editors to fix it")
 
 
 def test_a_body_that_is_not_json_is_a_415(api):
@@ -164,10 +257,10 @@ def test_a_channel_without_a_provider_is_refused(send, settings):
 
 def test_future_send_at_is_scheduled_not_queued(send, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        response = send({**SHIPPED, "send_at": "2099-01-01T09:00:00+03:00"})
+        response = send({**SHIPPED, "send_at": f"{NEXT_YEAR}-01-01T09:00:00+03:00"})
     assert response.status_code == 202
     assert response.json()["state"] == "scheduled"
-    assert response.json()["send_at"] == "2099-01-01T06:00:00Z"
+    assert response.json()["send_at"] == f"{NEXT_YEAR}-01-01T06:00:00Z"
     assert pending("standard") == 0
 
 

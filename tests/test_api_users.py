@@ -61,6 +61,11 @@ def test_get_unknown_user_is_a_404(api):
         ("email", "not-an-email", "Enter a valid email address."),
         ("email", 42, "Enter a valid email address."),
         ("nickname", "Lulu", "Unknown field."),
+        ("phone", "+966 50 123 4567 ext 5", "An extension cannot receive SMS; give the number without it."),
+        ("time_zone", "Factory", "Unknown time zone 'Factory'; use an IANA name such as Asia/Riyadh."),
+        ("email", "a" * 250 + "@example.com", "Ensure this field has no more than 254 characters."),
+        ("user_id", "u-9", "The user id is taken from the URL; leave it out."),
+        ("language", 7, "Must be a string."),
     ],
 )  # fmt: skip
 def test_bad_contact_data_is_a_422_naming_the_field(api, field, value, message):
@@ -68,6 +73,29 @@ def test_bad_contact_data_is_a_422_naming_the_field(api, field, value, message):
     assert response.status_code == 422
     assert response.json()["fields"] == {field: [message]}
     assert not Recipient.objects.exists()
+
+
+def test_an_empty_body_does_not_erase_the_record(api):
+    put(api, "u-9", LAYLA)
+    response = put(api, "u-9", {})
+    assert response.status_code == 422
+    assert response.json()["fields"] == {
+        "body": ["Send the contact data: PUT replaces the whole record, so an empty body would erase it."]
+    }
+    assert Recipient.objects.get(user_id="u-9").email == "layla@example.com"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("%20u-9", "May not start or end with spaces."),
+        ("u%00x", "May not contain control characters or invalid UTF-8."),
+        ("u%EF%BF%BDx", "May not contain control characters or invalid UTF-8."),  # U+FFFD: daphne's undecodable byte
+    ],
+)
+def test_user_ids_in_the_url_follow_the_same_rules(api, path, message):
+    response = api.put(f"/api/v1/users/{path}", LAYLA, format="json")
+    assert (response.status_code, response.json().get("fields")) == (422, {"user_id": [message]}), response.json()
 
 
 def test_a_user_id_over_128_characters_is_refused(api):

@@ -102,6 +102,7 @@ def test_an_unregistered_push_token_is_disabled_and_other_devices_still_get_it(s
     from tests.providers_setup import browser_subscription
 
     recipient = Recipient.objects.get(user_id="u-ar-1")
+    recipient.devices.all().delete()  # the demo's phone
     dead = Device.objects.create(recipient=recipient, platform="fcm", token="fcm-token-dead")
     subscription = browser_subscription(stub_providers.url, "browser-1")
     Device.objects.create(

@@ -25,6 +25,7 @@ from backend.notifications.models import (
     Recipient,
     State,
     StateChange,
+    TemplateVersion,
 )
 from backend.notifications.providers.base import provider_for_channel
 
@@ -46,6 +47,11 @@ class AcceptError(Exception):
 
 class IdempotencyConflict(Exception):
     """The idempotency key was already used with a different request (HTTP 422)."""
+
+
+def scope_of(client: ApiClient | None) -> str:
+    """The idempotency scope of a caller: each API client has its own key space."""
+    return f"client:{client.pk}" if client is not None else "internal"
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,8 @@ def _record(notification: Notification, from_state: str, to_state: str, reason: 
     StateChange.objects.create(notification=notification, from_state=from_state, to_state=to_state, reason=reason)
 
 
-def _original(request: SendRequest) -> Notification | None:
-    original = Notification.objects.filter(idempotency_key=request.idempotency_key).first()
+def _original(request: SendRequest, scope: str) -> Notification | None:
+    original = Notification.objects.filter(idempotency_scope=scope, idempotency_key=request.idempotency_key).first()
     if original is not None and original.request_hash != request.hash:
         raise IdempotencyConflict(
             f"{request.idempotency_key!r} was already used for a different request; use a new key for a new event."
@@ -116,7 +122,12 @@ def _resolve(request: SendRequest) -> dict[str, Any]:
     try:
         rendered = rendering.render(version, request.params)
     except rendering.RenderError as exc:
-        raise AcceptError("params", str(exc)) from exc
+        if exc.caused_by_params:
+            raise AcceptError("params", str(exc)) from exc
+        # The template, not the caller, is broken: say so, and whom to tell.
+        raise AcceptError(
+            "kind", f"the approved template {version} cannot be rendered ({exc}); ask the template editors to fix it"
+        ) from exc
     return {
         "kind": kind,
         "recipient": recipient,
@@ -168,8 +179,9 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     Raises ``AcceptError`` (unknown kind/user, unrenderable params) and
     ``IdempotencyConflict`` (same key, different request).
     """
-    if not idempotency.first_sighting(request.idempotency_key):
-        original = _original(request)
+    scope = scope_of(client)
+    if not idempotency.first_sighting(scope, request.idempotency_key):
+        original = _original(request, scope)
         if original is not None:
             return Accepted(original, duplicate=True)
     fields = _resolve(request)
@@ -185,6 +197,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         with transaction.atomic():
             notification = Notification.objects.create(
                 idempotency_key=request.idempotency_key,
+                idempotency_scope=scope,
                 request_hash=request.hash,
                 client=client,
                 params=request.params,
@@ -198,7 +211,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
             if state == State.QUEUED:
                 _enqueue_on_commit(notification)
     except IntegrityError:
-        original = _original(request)
+        original = _original(request, scope)
         if original is None:
             raise
         return Accepted(original, duplicate=True)
@@ -348,3 +361,23 @@ def disable_address(notification: Notification, device: Device | None, reason: s
         Recipient.objects.filter(pk=notification.recipient_id).update(
             phone_disabled_at=now, phone_disabled_reason=reason[:255]
         )
+
+
+class ApprovalRefused(Exception):
+    """A template version cannot be approved by this person; the message says why."""
+
+
+def approve_template(version: TemplateVersion, user) -> None:
+    """Approve a draft: only with the approve permission, never by its author (two-person rule).
+
+    Raises ``ApprovalRefused``.
+    """
+    if not user.has_perm("notifications.approve_templateversion"):
+        raise ApprovalRefused(f"{user.get_username()} may not approve templates.")
+    if version.created_by_id is not None and version.created_by_id == user.pk:
+        raise ApprovalRefused(f"{version} was written by {user.get_username()}: a second person must approve it.")
+    updated = TemplateVersion.objects.filter(pk=version.pk, status=TemplateVersion.Status.DRAFT).update(
+        status=TemplateVersion.Status.APPROVED, approved_by=user, approved_at=timezone.now()
+    )
+    if not updated:
+        raise ApprovalRefused(f"{version} is already approved.")

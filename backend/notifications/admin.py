@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.db import models
 
 from backend.notifications import actions
 from backend.notifications.models import (
@@ -13,6 +14,7 @@ from backend.notifications.models import (
     StateChange,
     TemplateVersion,
 )
+from backend.notifications.rendering import sanitize_html
 
 
 @admin.register(Kind)
@@ -24,9 +26,40 @@ class KindAdmin(admin.ModelAdmin):
 
 @admin.register(TemplateVersion)
 class TemplateVersionAdmin(admin.ModelAdmin):
-    list_display = ["kind", "language", "channel", "version", "status", "subject", "approved_at"]
+    """Drafts are edited; approved versions are frozen ("Save as new" makes the next draft)."""
+
+    list_display = ["kind", "language", "channel", "version", "status", "created_by", "approved_by", "approved_at"]
     list_filter = ["status", "channel", "language", "kind"]
     search_fields = ["subject", "text_body"]
+    fields = ["kind", "language", "channel", "subject", "text_body", "html_body", "version", "status",
+              "created_by", "approved_by", "approved_at"]  # fmt: skip
+    readonly_fields = ["version", "status", "created_by", "approved_by", "approved_at"]
+    save_as = True
+    actions = ["approve_selected"]
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.status == TemplateVersion.Status.APPROVED and "_saveasnew" not in request.POST:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            latest = TemplateVersion.objects.filter(kind=obj.kind, language=obj.language, channel=obj.channel)
+            obj.version = (latest.aggregate(models.Max("version"))["version__max"] or 0) + 1
+            obj.status, obj.approved_by, obj.approved_at = TemplateVersion.Status.DRAFT, None, None
+            obj.created_by = request.user
+        obj.html_body = sanitize_html(obj.html_body)
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Approve selected drafts (not your own)")
+    def approve_selected(self, request, queryset):
+        for version in queryset:
+            try:
+                actions.approve_template(version, request.user)
+            except actions.ApprovalRefused as exc:
+                self.message_user(request, str(exc), level=messages.ERROR)
+            else:
+                self.message_user(request, f"{version} approved.")
 
 
 class DeviceInline(admin.TabularInline):

@@ -20,8 +20,8 @@ def request_hash(payload: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def first_sighting(key: str) -> bool:
-    """True when ``key`` was certainly not seen in the last TTL; False when it may have been."""
+def first_sighting(scope: str, key: str) -> bool:
+    """True when ``key`` was certainly not seen in ``scope`` in the last TTL; False when it may have been."""
     # Hashed so that any caller-chosen key (spaces, unicode, 255 chars) is a safe cache key.
-    digest = hashlib.sha256(key.encode()).hexdigest()
+    digest = hashlib.sha256(f"{scope}\n{key}".encode()).hexdigest()
     return cache.add(f"idem:{digest}", 1, timeout=settings.NOTIFY["IDEMPOTENCY_TTL"])

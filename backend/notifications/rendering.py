@@ -58,8 +58,12 @@ for _operator in (
     setattr(_RecordingUndefined, _operator, _RecordingUndefined._fail_with_undefined_error)
 
 # An empty loader: {% include %} / {% import %} find nothing, rather than the file system.
-_TEXT_ENV = SandboxedEnvironment(undefined=_RecordingUndefined, autoescape=False, loader=DictLoader({}))
-_HTML_ENV = SandboxedEnvironment(undefined=_RecordingUndefined, autoescape=True, loader=DictLoader({}))
+_TEXT_ENV = SandboxedEnvironment(
+    undefined=_RecordingUndefined, autoescape=False, loader=DictLoader({}), finalize=lambda v: _finalize(v)
+)
+_HTML_ENV = SandboxedEnvironment(
+    undefined=_RecordingUndefined, autoescape=True, loader=DictLoader({}), finalize=lambda v: _finalize(v)
+)
 
 # Author HTML allow-list. ``dir`` and ``lang`` must survive: a sanitizer that
 # drops ``dir`` silently turns Arabic paragraphs left-to-right.
@@ -110,12 +114,47 @@ class RenderError(ValueError):
     """A template cannot be rendered with the given params.
 
     ``missing`` lists the params the template uses that were not supplied,
-    sorted; it is empty for syntax errors and other template faults.
+    sorted. ``caused_by_params`` is True when the caller's params are at fault
+    (missing, or a list/object printed as text), False when the template is.
     """
 
-    def __init__(self, message: str, missing: list[str] | None = None):
+    def __init__(self, message: str, missing: list[str] | None = None, caused_by_params: bool = False):
         super().__init__(message)
         self.missing = missing or []
+        self.caused_by_params = caused_by_params or bool(self.missing)
+
+
+class _UnprintableParam(TemplateError):
+    """A list or object param printed where text was expected."""
+
+
+# The longest rendered part we hand to a provider, in characters: a loop in a
+# template must not mail megabytes.
+MAX_RENDERED_CHARS = 100_000
+
+# Bidi embedding/override/isolate controls (Unicode TR #9 §2): in a param they
+# can reverse the surrounding text, e.g. make a subject read backwards.
+_BIDI_CONTROLS = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+
+
+def _clean(value):
+    """Params as templates see them: bidi controls stripped from text, nulls dropped (so they count as missing)."""
+    if isinstance(value, str):
+        return value.translate(_BIDI_CONTROLS)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _finalize(value):
+    """How a printed value reads: booleans as true/false; a list or object is an error, not its Python repr."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        raise _UnprintableParam("a list or object param was printed as text; print its items instead")
+    return value
 
 
 @dataclass(frozen=True)
@@ -141,13 +180,19 @@ def _render(source: str, params: dict, missing: list[str], html: bool = False) -
     template = _compile(source, html)
     token = _missing.set(missing)
     try:
-        return template.render(params)
-    except TemplateError as exc:
+        output = template.render(params)
+    except _UnprintableParam as exc:
+        raise RenderError(str(exc), caused_by_params=True) from exc
+    except Exception as exc:
+        # The sandbox raises TemplateError, but author code can also overflow, divide by zero or recurse.
         if missing:
             return ""  # reported with the other missing params by render()
-        raise RenderError(f"template error: {exc}") from exc
+        raise RenderError(f"template error: {exc.__class__.__name__}: {exc}") from exc
     finally:
         _missing.reset(token)
+    if len(output) > MAX_RENDERED_CHARS:
+        raise RenderError(f"template error: the rendered text has {len(output)} characters, over {MAX_RENDERED_CHARS}")
+    return output
 
 
 def sanitize_html(html: str) -> str:
@@ -198,8 +243,10 @@ def render(version: TemplateVersion, params: dict) -> Rendered:
     recipient's own, unless the template fell back to the default language).
     Raises ``RenderError`` for a missing param or a broken template.
     """
+    params = _clean(params)
     missing: list[str] = []
-    subject = _render(version.subject, params, missing).strip()
+    # A subject is one header line: newlines in it would be a header injection (and Django refuses them).
+    subject = " ".join(_render(version.subject, params, missing).split())
     text = _render(version.text_body, params, missing)
     body = _render(version.html_body, params, missing, html=True)
     if missing:

@@ -1,5 +1,6 @@
 # Sourced by bin/demo and bin/drill: the embedded default's environment for the demo.
-export DEBUG=${DEBUG:-1} NOTIFY_DATA_DIR=${NOTIFY_DATA_DIR:-$PWD/var}
+# DEBUG stays off: the demo shows the product's own error answers; daphne serves /static/ itself.
+export DEBUG=${DEBUG:-0} SERVE_STATIC=${SERVE_STATIC:-1} NOTIFY_DATA_DIR=${NOTIFY_DATA_DIR:-$PWD/var}
 export WEB_PORT=${WEB_PORT:-8000} EMAIL_PORT=${EMAIL_PORT:-1025} STUB_PORT=${STUB_PORT:-8025}
 export PYTHONUNBUFFERED=1
 # Demo pacing: short timeouts, retries and recovery so `manage.py drill` ends in about a minute.

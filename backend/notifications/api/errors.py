@@ -5,8 +5,10 @@
 422, a body that is not JSON 400, a missing or bad key 401, unknown ids 404.
 """
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
-from rest_framework import exceptions
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -52,6 +54,12 @@ _CODES = {
 
 def exception_handler(exc, context):
     """DRF's handler, reshaped into the API's error body."""
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            {"error": "too_large", "message": f"The body is larger than {limit} bytes."},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
@@ -67,10 +75,39 @@ def exception_handler(exc, context):
     return response
 
 
+def api_not_found(request, *args, **kwargs):
+    """Any URL under /api/ that names no resource (a catch-all route, so DEBUG pages never answer the API)."""
+    return JsonResponse({"error": "not_found", "message": f"No such resource: {request.path}"}, status=404)
+
+
 def json_not_found(request, exception=None):
     """404 for unknown URLs: JSON under /api/, Django's page elsewhere."""
     if request.path.startswith("/api/"):
-        return JsonResponse({"error": "not_found", "message": f"No such resource: {request.path}"}, status=404)
+        return api_not_found(request)
     from django.views.defaults import page_not_found
 
     return page_not_found(request, exception)
+
+
+def json_bad_request(request, exception=None):
+    """400 (Django's own: a bad Host, an oversized or malformed request): JSON under /api/."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": "bad_request", "message": "The request could not be read."}, status=400)
+    from django.views.defaults import bad_request
+
+    return bad_request(request, exception)
+
+
+def json_server_error(request):
+    """500: JSON under /api/, so a client never has to parse an HTML error page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            {
+                "error": "server_error",
+                "message": "Something failed on our side; it is logged. Retry with the same key.",
+            },
+            status=500,
+        )
+    from django.views.defaults import server_error
+
+    return server_error(request)

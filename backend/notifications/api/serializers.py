@@ -1,22 +1,90 @@
 """Request and response shapes of /api/v1. Requests refuse unknown fields: nothing sent is silently dropped."""
 
 import json
+import unicodedata
 import zoneinfo
+from datetime import timedelta
 from functools import lru_cache
 
 import phonenumbers
 from django.conf.locale import LANG_INFO
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
 from backend.notifications.models import Attempt, Channel, Notification, Priority, StateChange
 
 MAX_PARAMS_BYTES = 16 * 1024
+MAX_USER_ID = 128
+# How far ahead a send may be scheduled: further is almost always a unit mistake (ms for s).
+MAX_SCHEDULE_AHEAD = timedelta(days=366)
 
 
 @lru_cache(maxsize=1)
 def _time_zones() -> frozenset[str]:
-    return frozenset(zoneinfo.available_timezones())
+    # "Factory" and "localtime" are artefacts of tzdata builds, not places.
+    return frozenset(zoneinfo.available_timezones()) - {"Factory", "localtime"}
+
+
+def user_id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a user id (None when it can): the one rule for the URL and the body."""
+    if not value:
+        return "May not be blank."
+    if len(value) > MAX_USER_ID:
+        return f"At most {MAX_USER_ID} characters."
+    if value != value.strip():
+        return "May not start or end with spaces."
+    if "\ufffd" in value or any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
+        return "May not contain control characters or invalid UTF-8."
+    return None
+
+
+def _text_problem(value, path: str = "params") -> str | None:
+    """The first string in ``value`` (keys too) that PostgreSQL's jsonb or UTF-8 would refuse."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"{path}: text may not contain NUL characters."
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return f"{path}: text contains an unpaired surrogate (invalid UTF-16)."
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _text_problem(key, path) or _text_problem(item, f"{path}.{key}")
+            if problem:
+                return problem
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = _text_problem(item, f"{path}.{index}")
+            if problem:
+                return problem
+    return None
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that takes only JSON strings (DRF would turn 1 into "1" and true into "True")."""
+
+    default_error_messages = {"not_a_string": "Must be a string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
+class UserIdField(StrictCharField):
+    """A user id as the company's own systems spell it: kept exactly, never trimmed."""
+
+    def __init__(self, **kwargs):
+        super().__init__(trim_whitespace=False, max_length=MAX_USER_ID, **kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        problem = user_id_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
 
 
 class StrictSerializer(serializers.Serializer):
@@ -30,7 +98,7 @@ class StrictSerializer(serializers.Serializer):
 
 
 class SendRequestSerializer(StrictSerializer):
-    user_id = serializers.CharField(max_length=128)
+    user_id = UserIdField()
     kind = serializers.SlugField(max_length=64)
     params = serializers.DictField(required=False, default=dict)
     channel = serializers.ChoiceField(choices=Channel.choices, default=None, allow_null=True)
@@ -44,14 +112,25 @@ class SendRequestSerializer(StrictSerializer):
     def to_internal_value(self, data):
         # DRF would silently read a naive time in the server's zone; the caller must say which instant.
         raw = data.get("send_at") if isinstance(data, dict) else None
-        parsed = parse_datetime(raw) if isinstance(raw, str) else None
+        try:
+            parsed = parse_datetime(raw) if isinstance(raw, str) else None
+        except ValueError:
+            raise serializers.ValidationError({"send_at": ["Not a real date and time (e.g. February 30)."]}) from None
         if parsed is not None and parsed.tzinfo is None:
             raise serializers.ValidationError({"send_at": ["Include a UTC offset or Z, e.g. 2026-12-01T09:00:00Z."]})
         return super().to_internal_value(data)
 
     def validate_params(self, value: dict) -> dict:
+        problem = _text_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
         if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_PARAMS_BYTES:
             raise serializers.ValidationError(f"Params may be at most {MAX_PARAMS_BYTES} bytes of JSON.")
+        return value
+
+    def validate_send_at(self, value):
+        if value is not None and value > timezone.now() + MAX_SCHEDULE_AHEAD:
+            raise serializers.ValidationError("May be at most 366 days ahead.")
         return value
 
 
@@ -120,18 +199,28 @@ class RecipientSerializer(StrictSerializer):
     """Contact data, replaced whole by PUT: a field left out is cleared or reset to its default."""
 
     user_id = serializers.CharField(read_only=True)
-    email = serializers.EmailField(required=False, allow_blank=True, default="")
-    phone = serializers.CharField(
+    email = serializers.EmailField(required=False, allow_blank=True, default="", max_length=254)
+    phone = StrictCharField(
         required=False,
         allow_blank=True,
         default="",
         max_length=32,
         help_text="International format; stored as E.164, e.g. +966501234567.",
     )
-    language = serializers.CharField(required=False, default="en", max_length=8, help_text="e.g. en, ar, fa.")
-    time_zone = serializers.CharField(required=False, default="UTC", max_length=64, help_text="IANA, e.g. Asia/Riyadh.")
+    language = StrictCharField(required=False, default="en", max_length=8, help_text="e.g. en, ar, fa.")
+    time_zone = StrictCharField(required=False, default="UTC", max_length=64, help_text="IANA, e.g. Asia/Riyadh.")
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
+
+    def validate(self, attrs):
+        if isinstance(self.initial_data, dict):
+            if not self.initial_data:
+                raise serializers.ValidationError(
+                    {"body": ["Send the contact data: PUT replaces the whole record, so an empty body would erase it."]}
+                )
+            if "user_id" in self.initial_data:
+                raise serializers.ValidationError({"user_id": ["The user id is taken from the URL; leave it out."]})
+        return super().validate(attrs)
 
     def validate_phone(self, value: str) -> str:
         if not value:
@@ -146,6 +235,8 @@ class RecipientSerializer(StrictSerializer):
             raise serializers.ValidationError(f"Not a phone number: {exc}.") from None
         if not phonenumbers.is_valid_number(number):
             raise serializers.ValidationError("Not a valid phone number for its country.")
+        if number.extension:
+            raise serializers.ValidationError("An extension cannot receive SMS; give the number without it.")
         return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
     def validate_language(self, value: str) -> str:

@@ -1,5 +1,7 @@
 """Views of /api/v1: parse, call one action, answer."""
 
+import unicodedata
+
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ParseError
@@ -14,6 +16,7 @@ from backend.notifications.api.serializers import (
     NotificationSerializer,
     RecipientSerializer,
     SendRequestSerializer,
+    user_id_problem,
 )
 from backend.notifications.models import Notification, Recipient
 
@@ -35,11 +38,18 @@ def _notification(pk) -> Notification:
 
 
 def _idempotency_key(request: Request) -> str:
-    key = request.headers.get("Idempotency-Key", "").strip()
+    # HTTP header values arrive as Latin-1 (WSGI/ASGI); callers send UTF-8 bytes.
+    raw = request.headers.get("Idempotency-Key", "")
+    try:
+        key = raw.encode("latin-1").decode("utf-8").strip()
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        raise ParseError("'Idempotency-Key' must be UTF-8 text.") from None
     if not key:
         raise ParseError("Missing 'Idempotency-Key' header: name the event, e.g. order-5012-shipped.")
     if len(key) > IDEMPOTENCY_KEY_MAX:
         raise ParseError(f"'Idempotency-Key' may be at most {IDEMPOTENCY_KEY_MAX} characters.")
+    if any(unicodedata.category(c) == "Cc" for c in key):
+        raise ParseError("'Idempotency-Key' may not contain control characters.")
     return key
 
 
@@ -109,8 +119,9 @@ class RecipientView(APIView):
     )
     def put(self, request: Request, user_id: str) -> Response:
         """Create (201) or replace (200) a user's contact data; the phone is stored as E.164."""
-        if len(user_id) > 128:
-            return validation_response({"user_id": ["At most 128 characters."]})
+        problem = user_id_problem(user_id)
+        if problem:
+            return validation_response({"user_id": [problem]})
         if not isinstance(request.data, dict):
             raise ParseError("The body must be a JSON object.")
         serializer = RecipientSerializer(data=request.data)

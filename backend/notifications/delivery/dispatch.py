@@ -112,6 +112,22 @@ def sms_cost(message: OutboundMessage, provider: Provider) -> dict:
     return {**fields, "cost": quote.per_message, "currency": quote.currency}
 
 
+def _send(provider: Provider, message: OutboundMessage) -> str:
+    """``provider.send``, with any unexpected exception turned into a transient ``ProviderError``.
+
+    A bug or an odd input must end as a recorded attempt that counts towards
+    the retry limit, never as a crash that leaves the row in ``sending`` for
+    the sweeper to hand out again and again.
+    """
+    try:
+        return provider.send(message)
+    except ProviderError:
+        raise
+    except Exception as exc:
+        logger.exception("provider %s raised", provider.name)
+        raise ProviderError(f"{provider.name} raised {exc.__class__.__name__}: {exc}", permanent=False) from exc
+
+
 def _call(notification: Notification, target: Target, slot: budget.Slot) -> str:
     """One provider call with its attempt row and breaker bookkeeping; returns the reference."""
     provider = target.provider
@@ -121,7 +137,7 @@ def _call(notification: Notification, target: Target, slot: budget.Slot) -> str:
         attempt = actions.start_attempt(notification, provider.name, target.device, sms)
         started = time.monotonic()
         try:
-            reference = provider.send(message)
+            reference = _send(provider, message)
         except ProviderError as exc:
             latency = round((time.monotonic() - started) * 1000)
             result = Attempt.Result.PERMANENT if exc.permanent else Attempt.Result.TRANSIENT
@@ -208,6 +224,12 @@ def _deliver_claimed(notification: Notification, destinations: list[list[Target]
         if gated:
             gated[1].release()
         actions.mark_sent(notification, marker[0], marker[1], reason="sent-marker")
+        return
+    if notification.retries_used >= settings.NOTIFY["MAX_ATTEMPTS"]:
+        # Every attempt so far started and never finished: a worker died each time (a poison message).
+        if gated:
+            gated[1].release()
+        actions.dead_letter(notification, "", "attempts never completed: the worker died during each one")
         return
     sent: tuple[str, str] | None = None
     failure: Exception | None = None

@@ -31,13 +31,18 @@ class Notification(models.Model):
     """One request to reach one person with one kind, on one channel.
 
     ``idempotency_key`` names the event (``order-5012-shipped``) and is
-    UNIQUE: the database is the last guarantee against duplicates.
+    UNIQUE within its ``idempotency_scope`` (the calling client): the database
+    is the last guarantee against duplicates, and two services that happen to
+    pick the same key do not swallow each other's notifications.
     ``request_hash`` is the SHA-256 of the canonical request, to tell a
     retry (same body) from a misuse of the key (different body).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    idempotency_key = models.CharField(max_length=255, unique=True)
+    idempotency_key = models.CharField(max_length=255, db_index=True)
+    idempotency_scope = models.CharField(
+        max_length=40, help_text="Whose key it is: client:<id> for an API client; keys never collide across scopes."
+    )
     request_hash = models.CharField(max_length=64)
     client = models.ForeignKey(
         ApiClient, null=True, blank=True, on_delete=models.SET_NULL, related_name="notifications"
@@ -73,6 +78,9 @@ class Notification(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["idempotency_scope", "idempotency_key"], name="notification_idempotency")
+        ]
         indexes = [
             models.Index(fields=["recipient", "-created_at"], name="notification_recipient_idx"),
             models.Index(fields=["provider", "provider_ref"], name="notification_provider_ref_idx"),

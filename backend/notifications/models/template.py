@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 
 from backend.notifications.models.kind import Channel, Kind
@@ -8,7 +9,9 @@ class TemplateVersion(models.Model):
 
     Bodies use ``{{ param }}`` placeholders rendered in a sandbox
     (``rendering.py``). Only ``approved`` versions are sent; the newest
-    approved version of a (kind, language, channel) wins.
+    approved version of a (kind, language, channel) wins. An approved version
+    is never edited: a change is a new draft, approved again by someone with
+    the approve permission who is not its author (``actions.approve_template``).
     """
 
     class Status(models.TextChoices):
@@ -25,6 +28,12 @@ class TemplateVersion(models.Model):
     html_body = models.TextField(blank=True, help_text="Email only: the HTML part's body.")
     created_at = models.DateTimeField(auto_now_add=True)
     approved_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["kind__name", "language", "channel", "-version"]
@@ -35,6 +44,7 @@ class TemplateVersion(models.Model):
             )
         ]
         indexes = [models.Index(fields=["kind", "channel", "status", "language"], name="template_lookup_idx")]
+        permissions = [("approve_templateversion", "Can approve template versions (never one's own)")]
 
     def __str__(self) -> str:
         return f"{self.kind.name}/{self.language}/{self.channel} v{self.version}"

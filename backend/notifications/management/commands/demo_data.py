@@ -81,7 +81,7 @@ GROUP_PERMISSIONS = {
     "support agent": ["view_notification", "view_attempt", "view_statechange", "view_recipient"],
     "template editor": ["view_kind", "view_templateversion", "add_templateversion", "change_templateversion"],
     "marketer": ["view_kind", "view_templateversion", "view_recipient"],
-    "approver": ["view_kind", "view_templateversion", "view_recipient"],
+    "approver": ["view_kind", "view_templateversion", "view_recipient", "approve_templateversion"],
 }
 
 # username → (group, is_superuser)

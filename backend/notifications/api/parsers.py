@@ -1,0 +1,51 @@
+"""A strict JSON parser: what a lenient one would silently guess at is refused with a 400.
+
+Refused: duplicate keys (which value did the caller mean?), numbers that
+overflow to infinity (``1e400``), NaN/Infinity literals (not JSON, RFC 8259
+§6), and nesting deep enough to exhaust the parser's recursion.
+"""
+
+import json
+
+from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
+
+MAX_DEPTH_MESSAGE = "JSON is nested too deeply."
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ParseError(f"JSON object has the key {key!r} twice.")
+        seen[key] = value
+    return seen
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ParseError(f"The number {text[:40]} is too large.")
+    return value
+
+
+def _no_constants(name: str):
+    raise ParseError(f"{name} is not valid JSON.")
+
+
+class StrictJSONParser(JSONParser):
+    """DRF's JSON parser with the refusals above."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            text = stream.read().decode(encoding)
+        except UnicodeDecodeError:
+            raise ParseError(f"The body is not valid {encoding}.") from None
+        try:
+            return json.loads(text, object_pairs_hook=_no_duplicates, parse_float=_finite, parse_constant=_no_constants)
+        except RecursionError:
+            raise ParseError(MAX_DEPTH_MESSAGE) from None
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
