@@ -39,3 +39,15 @@ def check_production_settings(app_configs, **kwargs):
             )
         )
     return problems
+
+
+@register()
+def check_providers_file(app_configs, **kwargs):
+    """A providers file that cannot be read stops every process that runs checks (workers, migrate)."""
+    from backend.notifications.providers.config import ProvidersFileError, providers_config
+
+    try:
+        providers_config()
+    except ProvidersFileError as exc:
+        return [Error(f"The providers file is unusable: {exc}", hint="See README, 'Providers file'.", id="notify.E003")]
+    return []

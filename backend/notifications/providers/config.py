@@ -75,6 +75,7 @@ def _resolve_env(options: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _provider(name: str, table: dict[str, Any]) -> ProviderConfig:
+    options = _resolve_env({k: v for k, v in table.items() if k not in _GENERAL}, name)
     try:
         share = float(table.get("high_share", 0.0))
         config = ProviderConfig(
@@ -85,7 +86,7 @@ def _provider(name: str, table: dict[str, Any]) -> ProviderConfig:
             high_share=share,
             concurrency=int(table["concurrency"]) if "concurrency" in table else None,
             timeout=float(table.get("timeout", 10.0)),
-            options=_resolve_env({k: v for k, v in table.items() if k not in _GENERAL}, name),
+            options=options,
         )
     except (TypeError, ValueError) as exc:
         raise ProvidersFileError(f"provider {name!r}: {exc}") from None
