@@ -61,9 +61,10 @@ timeout = 5.0
     return str(path)
 
 
-def _start(env: dict, *argv: str) -> subprocess.Popen:
+def _start(env: dict, *argv: str, nice: int = 0) -> subprocess.Popen:
+    prefix = ["nice", "-n", str(nice)] if nice else []
     return subprocess.Popen(
-        [sys.executable, *argv], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*prefix, sys.executable, *argv], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
 
 
@@ -145,7 +146,8 @@ def main() -> None:
         _build_backlog(args.backlog)
         print(f"backlog of {args.backlog:,} standard SMS built in {time.monotonic() - t0:.1f} s")
         processes.append(_start(env, "manage.py", "run_worker", "high", "--workers", "4", "--max-poll-delay", "0.02"))
-        processes += [_start(env, "manage.py", "run_worker", "standard", "--workers", "8")
+        # As deploy/Procfile runs it: the standard pool at a lower CPU priority than the high tier.
+        processes += [_start(env, "manage.py", "run_worker", "standard", "--workers", "8", nice=10)
                       for _ in range(args.standard_workers)]  # fmt: skip
         time.sleep(3)  # let the workers start and the drain reach its pace
         sent_before, t_start = Notification.objects.filter(state=State.SENT, priority="standard").count(), time.time()
