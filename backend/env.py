@@ -72,3 +72,24 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_rate_limits(name: str, default: str) -> dict[str, dict[str, int]]:
+    """``$NAME`` like ``marketing=3/h,10/d;transactional=30/h,200/d`` as ``{"marketing": {"h": 3, "d": 10}, …}``.
+
+    Units: ``h`` per hour, ``d`` per day. A category left out has no limit.
+    """
+    raw = os.environ.get(name, default)
+    limits: dict[str, dict[str, int]] = {}
+    for part in filter(None, (p.strip() for p in raw.split(";"))):
+        category, _, spec = part.partition("=")
+        per: dict[str, int] = {}
+        for item in filter(None, (i.strip() for i in spec.split(","))):
+            count, _, unit = item.partition("/")
+            if unit not in ("h", "d") or not count.isdigit():
+                raise EnvError(f"{name}: {item!r} in {part!r}: expected COUNT/h or COUNT/d")
+            per[unit] = int(count)
+        if not category.strip() or not per:
+            raise EnvError(f"{name}: {part!r}: expected category=COUNT/h,COUNT/d")
+        limits[category.strip()] = per
+    return limits

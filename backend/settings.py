@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from backend.env import env_bool, env_float, env_int, env_list, env_str
+from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -106,7 +106,20 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        # redis-py's pool refuses the 101st concurrent command (MaxConnectionsError) rather
+                        # than wait: a burst of reconnecting inbox sockets (a daphne restart) needs more.
+                        "max_connections": env_int("NOTIFY_CHANNEL_LAYER_MAX_CONNECTIONS", 1000, minimum=1),
+                        # redis-py 8 times reads out after 5 s by default, as long as channels-redis's
+                        # blocking BZPOPMIN waits: every idle socket's consumer died with TimeoutError
+                        # (django/channels_redis#422). Longer than that wait, still bounded.
+                        "socket_timeout": 15,
+                    }
+                ]
+            },
         }
     }
 else:
@@ -184,6 +197,13 @@ NOTIFY = {
     "BREAKER_MIN_CALLS": env_int("NOTIFY_BREAKER_MIN_CALLS", 20, minimum=1),
     "BREAKER_WINDOW": env_float("NOTIFY_BREAKER_WINDOW", 30.0, minimum=1.0),
     "BREAKER_COOLDOWN": env_float("NOTIFY_BREAKER_COOLDOWN", 30.0, minimum=0.1),
+    # Policy (DESIGN.md §2): per-user limits for non-urgent traffic, per category.
+    "RATE_LIMITS": env_rate_limits("NOTIFY_RATE_LIMITS", "marketing=3/h,10/d;transactional=30/h,200/d"),
+    # Security SMS (OTP) per phone number: at most OTP_LIMIT per OTP_WINDOW seconds (SMS pumping).
+    "OTP_LIMIT": env_int("NOTIFY_OTP_LIMIT", 3, minimum=1),
+    "OTP_WINDOW": env_int("NOTIFY_OTP_WINDOW", 600, minimum=1),
+    # OTP SMS per destination country per minute above which a velocity alarm is raised.
+    "OTP_VELOCITY_PER_MINUTE": env_int("NOTIFY_OTP_VELOCITY_PER_MINUTE", 100, minimum=1),
     # Seconds the sent-marker lives in Redis after a provider accepted a message.
     "SENT_MARKER_TTL": env_int("NOTIFY_SENT_MARKER_TTL", 86400, minimum=60),
     # Which provider serves each channel without a providers file; a channel absent here is refused at the API.
@@ -201,10 +221,10 @@ INBOX = {
     "TOKEN_TTL": env_int("NOTIFY_INBOX_TOKEN_TTL", 15 * 60, minimum=1),
     # Seconds a signed inbox page link (manage.py inbox_link) stays valid.
     "LINK_TTL": env_int("NOTIFY_INBOX_LINK_TTL", 7 * 24 * 3600, minimum=1),
-    # Seconds between a socket's database catch-ups. The in-memory layer does not cross
-    # processes (worker → daphne), so the embedded default polls every second; with Redis
-    # the poll is only a safety net for events the layer dropped.
-    "POLL_INTERVAL": env_float("NOTIFY_INBOX_POLL_INTERVAL", 30.0 if REDIS_URL else 1.0, minimum=0.05),
+    # Seconds between two catch-up polls of a daphne process (one query for all its sockets,
+    # inbox/poller.py). The in-memory layer does not cross processes (worker → daphne), so the
+    # embedded default polls every second; with Redis the poll only recovers dropped events.
+    "POLL_INTERVAL": env_float("NOTIFY_INBOX_POLL_INTERVAL", 5.0 if REDIS_URL else 1.0, minimum=0.05),
 }
 
 REST_FRAMEWORK = {

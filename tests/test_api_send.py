@@ -264,16 +264,26 @@ def test_future_send_at_is_scheduled_not_queued(send, django_capture_on_commit_c
     assert pending("standard") == 0
 
 
-def test_a_channel_without_an_address_is_recorded_as_suppressed(send, django_capture_on_commit_callbacks):
+def test_a_requested_channel_without_an_address_is_recorded_as_suppressed(send, django_capture_on_commit_callbacks):
     from backend.notifications.models import Recipient
 
     Recipient.objects.filter(user_id="u-ar-1").update(email="")
     with django_capture_on_commit_callbacks(execute=True):
-        response = send(SHIPPED)
+        response = send({**SHIPPED, "channel": "email"})
     assert response.status_code == 202
     assert (response.json()["state"], response.json()["reason"]) == ("suppressed", "no-address")
     assert Notification.objects.get().state == State.SUPPRESSED
     assert pending("standard") == 0
+
+
+def test_without_a_channel_it_routes_to_the_next_channel_the_user_can_receive(send):
+    from backend.notifications.models import Recipient
+
+    Recipient.objects.filter(user_id="u-ar-1").update(email="")
+    body = send(SHIPPED).json()
+    # shipped goes by email, push, sms: no email address, so push (the demo phone app).
+    assert (body["state"], body["channel"]) == ("queued", "push")
+    assert body["state_history"][0]["reason"] == "fallback: email: no-address"
 
 
 def test_the_users_language_falls_back_to_the_kinds_default(send):

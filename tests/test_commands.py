@@ -40,8 +40,9 @@ def test_create_api_key_refuses_an_existing_name_unless_rotating(client):
 def test_demo_data_can_run_twice():
     run("demo_data")
     run("demo_data")
-    assert sorted(Kind.objects.values_list("name", "priority")) == [
-        ("otp", "high"), ("promo", "standard"), ("shipped", "standard"),
+    assert sorted(Kind.objects.values_list("name", "priority", "opt_out_allowed")) == [
+        ("digest", "standard", True), ("otp", "high", False), ("promo", "standard", True),
+        ("shipped", "standard", True),
     ]  # fmt: skip
     from backend.notifications.management.commands.demo_data import TEMPLATES
 

@@ -26,6 +26,12 @@ pytestmark = pytest.mark.usefixtures("demo_data", "stub_providers")
 LAYLA_PHONE = "+966501234567"
 
 
+@pytest.fixture(autouse=True)
+def many_otps_to_one_number(settings):
+    """These tests send Layla more codes than the SMS-pumping limit allows (test_policy.py covers it)."""
+    settings.NOTIFY = {**settings.NOTIFY, "OTP_LIMIT": 100}
+
+
 def post(send_fn, kind: str, key: str, channel: str | None = None, **params) -> Notification:
     body = {"user_id": "u-ar-1", "kind": kind, "params": params or {"order": "5012"}}
     if channel:

@@ -89,7 +89,7 @@ def test_author_html_is_sanitized_keeping_direction(dirty, clean):
 
 
 def test_select_version_prefers_the_language_then_the_default(db):
-    kind = Kind.objects.create(name="k", category="transactional", default_channel="email", default_language="en")
+    kind = Kind.objects.create(name="k", category="transactional", channels=["email"], default_language="en")
     en = TemplateVersion.objects.create(kind=kind, language="en", channel="email", text_body="en", status="approved")
     TemplateVersion.objects.create(kind=kind, language="ar", channel="email", version=1, text_body="ar1",
                                    status="approved")  # fmt: skip

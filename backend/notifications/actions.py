@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from backend.notifications import idempotency, rendering
+from backend.notifications import idempotency, policy, rendering
 from backend.notifications.models import (
     ApiClient,
     Attempt,
@@ -22,15 +22,13 @@ from backend.notifications.models import (
     Device,
     Kind,
     Notification,
+    Priority,
     Recipient,
     State,
     StateChange,
     TemplateVersion,
 )
 from backend.notifications.providers.base import provider_for_channel
-
-# Where each channel finds its address on the recipient.
-_ADDRESS_FIELD = {"email": "email", "sms": "phone"}
 
 
 class AcceptError(Exception):
@@ -99,8 +97,7 @@ def _original(request: SendRequest, scope: str) -> Notification | None:
     return original
 
 
-def _resolve(request: SendRequest) -> dict[str, Any]:
-    """Look up what the request names and check it can be rendered; raises AcceptError."""
+def _lookup(request: SendRequest) -> tuple[Kind, Recipient]:
     kind = Kind.objects.filter(name=request.kind).first()
     if kind is None:
         raise AcceptError("kind", f"unknown kind {request.kind!r}")
@@ -109,18 +106,29 @@ def _resolve(request: SendRequest) -> dict[str, Any]:
         raise AcceptError(
             "user_id", f"unknown user {request.user_id!r}: create it first with PUT /api/v1/users/{{user_id}}"
         )
-    channel = request.channel or kind.default_channel
-    if provider_for_channel(channel) is None:
-        raise AcceptError("channel", f"no provider is configured for channel {channel!r}")
+    if request.channel and provider_for_channel(request.channel) is None:
+        raise AcceptError("channel", f"no provider is configured for channel {request.channel!r}")
+    return kind, recipient
+
+
+def _render_check(
+    kind: Kind, recipient: Recipient, channel: str, params: dict, required: bool
+) -> tuple[TemplateVersion | None, str]:
+    """The template version to send and the start of its text; raises AcceptError when it cannot render.
+
+    ``required`` False (a suppressed notification) tolerates a missing template but still checks params.
+    """
     version = rendering.select_version(kind, channel, recipient.language)
     if version is None:
+        if not required:
+            return None, ""
         raise AcceptError(
             "kind",
             f"kind {kind.name!r} has no approved {channel} template in {recipient.language!r} or "
             f"{kind.default_language!r}",
         )
     try:
-        rendered = rendering.render(version, request.params)
+        rendered = rendering.render(version, params)
     except rendering.RenderError as exc:
         if exc.caused_by_params:
             raise AcceptError("params", str(exc)) from exc
@@ -128,30 +136,7 @@ def _resolve(request: SendRequest) -> dict[str, Any]:
         raise AcceptError(
             "kind", f"the approved template {version} cannot be rendered ({exc}); ask the template editors to fix it"
         ) from exc
-    return {
-        "kind": kind,
-        "recipient": recipient,
-        "channel": channel,
-        "priority": request.priority or kind.priority,
-        "template_version": version,
-        "preview": (rendered.subject or rendered.text)[:200],
-    }
-
-
-def _no_address(recipient: Recipient, channel: str) -> str:
-    """Why ``recipient`` cannot be reached on ``channel`` ("" when it can)."""
-    if channel == Channel.PUSH:
-        return "" if recipient.devices.filter(disabled_at__isnull=True).exists() else "no-device"
-    field = _ADDRESS_FIELD.get(channel)
-    if field is None:
-        return ""
-    if not getattr(recipient, field):
-        return "no-address"
-    if (channel == Channel.EMAIL and recipient.email_bounced_at) or (
-        channel == Channel.SMS and recipient.phone_disabled_at
-    ):
-        return "address-disabled"
-    return ""
+    return version, (rendered.subject or rendered.text)[:200]
 
 
 def upsert_recipient(user_id: str, data: dict[str, Any]) -> tuple[Recipient, bool]:
@@ -184,15 +169,13 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         original = _original(request, scope)
         if original is not None:
             return Accepted(original, duplicate=True)
-    fields = _resolve(request)
+    kind, recipient = _lookup(request)
+    routed = policy.route(kind, recipient, request.channel)
+    version, preview = _render_check(kind, recipient, routed.channel, request.params, required=not routed.reason)
     now = timezone.now()
-    no_address = _no_address(fields["recipient"], fields["channel"])
-    if no_address:
-        state, reason = State.SUPPRESSED, no_address
-    elif request.send_at and request.send_at > now:
-        state, reason = State.SCHEDULED, "send-at"
-    else:
-        state, reason = State.QUEUED, ""
+    priority = request.priority or kind.priority
+    decision = policy.decide(kind, recipient, routed, priority, request.send_at, now)
+    history_reason = decision.reason or (f"fallback: {'; '.join(routed.skipped)}" if routed.skipped else "")
     try:
         with transaction.atomic():
             notification = Notification.objects.create(
@@ -200,15 +183,22 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
                 idempotency_scope=scope,
                 request_hash=request.hash,
                 client=client,
+                recipient=recipient,
+                kind=kind,
+                channel=routed.channel,
+                priority=priority,
                 params=request.params,
-                send_at=request.send_at,
-                state=state,
-                reason=reason,
-                queued_at=now if state == State.QUEUED else None,
-                **fields,
+                send_at=decision.send_at or request.send_at,
+                state=decision.state,
+                reason=decision.reason,
+                template_version=version,
+                preview=preview,
+                queued_at=now if decision.state == State.QUEUED else None,
             )
-            _record(notification, "", state, reason)
-            if state == State.QUEUED:
+            _record(notification, "", decision.state, history_reason[:64])
+            if decision.digest_at is not None:
+                _fold_into_digest(notification, decision.digest_at)
+            if decision.state == State.QUEUED:
                 _enqueue_on_commit(notification)
     except IntegrityError:
         original = _original(request, scope)
@@ -216,6 +206,39 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
             raise
         return Accepted(original, duplicate=True)
     return Accepted(notification, duplicate=False)
+
+
+def _fold_into_digest(notification: Notification, at: datetime) -> None:
+    """Add a rate-limited notification to the user's digest going out at ``at`` (created on first use).
+
+    Without a ``digest`` kind and a template for the channel, it stays plainly rate-limited.
+    """
+    digest_kind = Kind.objects.filter(name="digest").first()
+    recipient = notification.recipient
+    version = digest_kind and rendering.select_version(digest_kind, notification.channel, recipient.language)
+    if not version:
+        Notification.objects.filter(pk=notification.pk).update(reason="rate-limited")
+        notification.reason = "rate-limited"
+        return
+    key = f"digest:{recipient.pk}:{notification.kind.category}:{notification.channel}:{at:%Y%m%dT%H%M}"
+    digest, created = Notification.objects.get_or_create(
+        idempotency_scope="digest",
+        idempotency_key=key,
+        defaults={
+            "request_hash": "", "recipient": recipient, "kind": digest_kind, "channel": notification.channel,
+            "priority": Priority.STANDARD, "params": {"items": [], "count": 0}, "state": State.SCHEDULED,
+            "reason": "digest", "send_at": at, "template_version": version,
+        },
+    )  # fmt: skip
+    if created:
+        _record(digest, "", State.SCHEDULED, "digest")
+    digest = Notification.objects.select_for_update().get(pk=digest.pk)
+    items = [*digest.params.get("items", []), notification.preview]
+    digest.params = {"items": items, "count": len(items)}
+    digest.preview = f"{len(items)}: {' · '.join(items)}"[:200]
+    digest.save(update_fields=["params", "preview", "updated_at"])
+    Notification.objects.filter(pk=notification.pk).update(digest=digest)
+    notification.digest = digest
 
 
 def _enqueue_on_commit(notification: Notification, delay: float | None = None) -> None:

@@ -19,8 +19,8 @@ from backend.notifications.rendering import sanitize_html
 
 @admin.register(Kind)
 class KindAdmin(admin.ModelAdmin):
-    list_display = ["name", "category", "priority", "default_channel", "default_language"]
-    list_filter = ["category", "priority", "default_channel"]
+    list_display = ["name", "category", "priority", "channels", "opt_out_allowed", "over_limit", "validity_seconds"]
+    list_filter = ["category", "priority", "opt_out_allowed"]
     search_fields = ["name", "description"]
 
 

@@ -2,9 +2,16 @@
 
 from backend.notifications.models.breaker import BreakerEvent
 from backend.notifications.models.client import ApiClient
-from backend.notifications.models.kind import Category, Channel, Kind, Priority
-from backend.notifications.models.notification import Attempt, DeadLetter, Notification, State, StateChange
-from backend.notifications.models.recipient import Device, Recipient
+from backend.notifications.models.kind import Category, Channel, Kind, OverLimit, Priority
+from backend.notifications.models.notification import (
+    Attempt,
+    DeadLetter,
+    Notification,
+    State,
+    StateChange,
+    VelocityAlarm,
+)
+from backend.notifications.models.recipient import Device, Preference, Recipient
 from backend.notifications.models.template import TemplateVersion
 
 __all__ = [
@@ -17,9 +24,12 @@ __all__ = [
     "Device",
     "Kind",
     "Notification",
+    "OverLimit",
+    "Preference",
     "Priority",
     "Recipient",
     "State",
     "StateChange",
     "TemplateVersion",
+    "VelocityAlarm",
 ]

@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -21,18 +22,51 @@ class Channel(models.TextChoices):
     INAPP = "inapp", "In-app"
 
 
+class OverLimit(models.TextChoices):
+    """What happens to a notification over the user's rate limit."""
+
+    SUPPRESS = "suppress", "Suppress it"
+    DIGEST = "digest", "Fold it into one digest sent when the window reopens"
+
+
+def _validate_channels(value) -> None:
+    if not isinstance(value, list) or not value or any(c not in Channel.values for c in value):
+        raise ValidationError(f"A non-empty list of channels from {Channel.values}.")
+    if len(set(value)) != len(value):
+        raise ValidationError("Each channel once.")
+
+
+def _validate_params(value) -> None:
+    if not isinstance(value, dict) or any(
+        not isinstance(spec, dict) or not isinstance(spec.get("max_length", 0), int) for spec in value.values()
+    ):
+        raise ValidationError('{"param": {"example": "5012", "max_length": 10}, ...}')
+
+
 class Kind(models.Model):
     """A type of notification callers name (``otp``, ``shipped``, ``promo``).
 
-    Callers send a kind and params, never text; the kind decides the default
-    channel and the tier a notification is delivered on.
+    Callers send a kind and params, never text; the kind decides the channels
+    (in order of preference), the tier, whether users may opt out, and what
+    a rate-limited notification becomes. ``params`` declares each param with
+    an example value and a maximum length, so a template can be priced for
+    the example and for the worst case.
     """
 
     name = models.SlugField(max_length=64, unique=True)
     description = models.CharField(max_length=200, blank=True)
     category = models.CharField(max_length=16, choices=Category.choices)
     priority = models.CharField(max_length=8, choices=Priority.choices, default=Priority.STANDARD)
-    default_channel = models.CharField(max_length=8, choices=Channel.choices)
+    channels = models.JSONField(
+        default=list,
+        validators=[_validate_channels],
+        help_text='Channels in order of preference, e.g. ["push", "sms", "email"].',
+    )
+    opt_out_allowed = models.BooleanField(
+        default=True, help_text="Users may turn it off. Never for security kinds (OTP, security alerts)."
+    )
+    over_limit = models.CharField(max_length=8, choices=OverLimit.choices, default=OverLimit.SUPPRESS)
+    params = models.JSONField(default=dict, blank=True, validators=[_validate_params])
     default_language = models.CharField(
         max_length=8,
         default="en",
@@ -49,3 +83,13 @@ class Kind(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def default_channel(self) -> str:
+        """The channel used when a request names none and the user has no preference against it."""
+        return self.channels[0]
+
+    @property
+    def bypasses_user_policy(self) -> bool:
+        """Security messages and OTPs ignore quiet hours, user rate limits and opt-outs (DESIGN.md §2)."""
+        return self.category == Category.SECURITY

@@ -55,6 +55,10 @@ class Notification(models.Model):
     state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED)
     reason = models.CharField(max_length=64, blank=True, help_text="Why it was suppressed, expired or failed.")
     send_at = models.DateTimeField(null=True, blank=True)
+    digest = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="digested",
+        help_text="Over the rate limit and folded into this digest notification.",
+    )  # fmt: skip
     template_version = models.ForeignKey(
         TemplateVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -177,3 +181,18 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"dead letter of {self.notification_id}"
+
+
+class VelocityAlarm(models.Model):
+    """Too many OTP SMS to one country prefix in a minute: the signature of SMS pumping (toll fraud)."""
+
+    country = models.CharField(max_length=2)
+    count = models.PositiveIntegerField(help_text="OTP SMS to that country in the minute.")
+    threshold = models.PositiveIntegerField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.country}: {self.count} OTP SMS/min (threshold {self.threshold})"

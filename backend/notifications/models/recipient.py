@@ -22,6 +22,8 @@ class Recipient(models.Model):
     phone = models.CharField(max_length=16, blank=True, db_index=True)
     language = models.CharField(max_length=8, default="en")
     time_zone = models.CharField(max_length=64, default="UTC")
+    quiet_hours_start = models.TimeField(null=True, blank=True, help_text="Local wall time, e.g. 22:00.")
+    quiet_hours_end = models.TimeField(null=True, blank=True, help_text="Local wall time, e.g. 07:00.")
     email_bounced_at = models.DateTimeField(
         null=True, blank=True, help_text="Set by a permanent SMTP refusal; cleared when the email changes."
     )
@@ -72,3 +74,19 @@ class Device(models.Model):
 
     def __str__(self) -> str:
         return f"{self.platform}:{self.token[:16]}…"
+
+
+class Preference(models.Model):
+    """A user's choice for one kind on one channel; without a row, the kind's default (on) applies."""
+
+    recipient = models.ForeignKey(Recipient, on_delete=models.CASCADE, related_name="preferences")
+    kind = models.ForeignKey("notifications.Kind", on_delete=models.CASCADE, related_name="+")
+    channel = models.CharField(max_length=8)
+    enabled = models.BooleanField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["recipient", "kind", "channel"], name="preference_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.recipient_id} {self.kind_id}/{self.channel}: {'on' if self.enabled else 'off'}"

@@ -3,20 +3,48 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from backend.notifications.models import Category, Channel, Device, Kind, Priority, Recipient, TemplateVersion
+from backend.notifications.models import (
+    Category,
+    Channel,
+    Device,
+    Kind,
+    OverLimit,
+    Priority,
+    Recipient,
+    TemplateVersion,
+)
 
 DEMO_PASSWORD = "demo"
 
-# (name, description, category, priority, default channel, validity in seconds)
-KINDS = [
-    ("otp", "One-time login code", Category.SECURITY, Priority.HIGH, Channel.SMS, 300),
-    ("shipped", "Order shipped", Category.TRANSACTIONAL, Priority.STANDARD, Channel.EMAIL, 7 * 86400),
-    ("promo", "Marketing offer", Category.MARKETING, Priority.STANDARD, Channel.EMAIL, 2 * 86400),
-]
+# name → description, category, priority, channels in order, validity (s), over the rate limit, declared params.
+KINDS = {
+    "otp": ("One-time login code", Category.SECURITY, Priority.HIGH, [Channel.SMS, Channel.EMAIL], 300,
+            OverLimit.SUPPRESS, {"code": {"example": "482913", "max_length": 8}}),
+    "shipped": ("Order shipped", Category.TRANSACTIONAL, Priority.STANDARD, [Channel.EMAIL, Channel.PUSH, Channel.SMS],
+                7 * 86400, OverLimit.SUPPRESS, {"order": {"example": "5012", "max_length": 12},
+                                                "tracking_url": {"example": "https://example.com/t/5012",
+                                                                 "max_length": 80}}),
+    "promo": ("Marketing offer", Category.MARKETING, Priority.STANDARD, [Channel.EMAIL, Channel.PUSH], 2 * 86400,
+              OverLimit.DIGEST, {"percent": {"example": "20", "max_length": 3}}),
+    # What rate-limited notifications of a kind with over_limit=digest are folded into.
+    "digest": ("Digest of held notifications", Category.TRANSACTIONAL, Priority.STANDARD, [Channel.EMAIL], 86400,
+               OverLimit.SUPPRESS, {"items": {"example": ["20% off this weekend"], "max_length": 2000},
+                                    "count": {"example": "1", "max_length": 4}}),
+}  # fmt: skip
 
 # (kind, language, channel) → (subject, text, html). Embedded LTR runs (order
 # numbers, codes) are isolated with <bdi> so they keep their order in RTL text.
 TEMPLATES = {
+    ("digest", "en", Channel.EMAIL): (
+        "{{ count }} updates you missed",
+        "While you were away:\n{% for item in items %}- {{ item }}\n{% endfor %}",
+        "<h2>While you were away</h2><ul>{% for item in items %}<li><bdi>{{ item }}</bdi></li>{% endfor %}</ul>",
+    ),
+    ("digest", "ar", Channel.EMAIL): (
+        "{{ count }} تحديثات فاتتك",
+        "أثناء غيابك:\n{% for item in items %}- {{ item }}\n{% endfor %}",
+        "<h2>أثناء غيابك</h2><ul>{% for item in items %}<li><bdi>{{ item }}</bdi></li>{% endfor %}</ul>",
+    ),
     ("otp", "en", Channel.SMS): ("", "Your code is {{ code }}. It expires in 5 minutes.", ""),
     ("otp", "ar", Channel.SMS): ("", "رمز التحقق الخاص بك هو {{ code }}. تنتهي صلاحيته خلال 5 دقائق.", ""),
     ("otp", "en", Channel.EMAIL): (
@@ -100,14 +128,17 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, **options):
         kinds = {}
-        for name, description, category, priority, channel, validity in KINDS:
+        for name, (description, category, priority, channels, validity, over_limit, params) in KINDS.items():
             kinds[name], _ = Kind.objects.update_or_create(
                 name=name,
                 defaults={
                     "description": description,
                     "category": category,
                     "priority": priority,
-                    "default_channel": channel,
+                    "channels": channels,
+                    "opt_out_allowed": category != Category.SECURITY,
+                    "over_limit": over_limit,
+                    "params": params,
                     "default_language": "en",
                     "validity_seconds": validity,
                 },

@@ -1,0 +1,100 @@
+"""Sliding-window limits shared by every web process: per user and category, per phone number, per country.
+
+Each limit is a sorted set of event times in Redis (a sliding log): an event
+is counted only if every window it belongs to has room, and then in all of
+them at once (one Lua script, atomic). Without Redis (the embedded default)
+the same rule runs in this process. Times are seconds since the epoch.
+"""
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from backend.notifications.delivery.shared_state import redis_client
+
+_HIT = """
+local now = tonumber(ARGV[1])
+for i, key in ipairs(KEYS) do
+  local window, limit = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+  if redis.call('ZCARD', key) >= limit then
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return {i, oldest[2]}
+  end
+end
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, now, ARGV[#ARGV])
+  redis.call('EXPIRE', key, math.ceil(tonumber(ARGV[2 * i])) + 1)
+end
+return {0, '0'}
+"""
+
+
+@dataclass(frozen=True)
+class Window:
+    """At most ``limit`` events per ``seconds``, counted under ``key``."""
+
+    key: str
+    seconds: float
+    limit: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``allowed``, or the window that refused and when it has room again (epoch seconds)."""
+
+    allowed: bool
+    refused_by: Window | None = None
+    reopens_at: float | None = None
+
+
+_lock = threading.Lock()
+_local: dict[str, list[float]] = {}
+
+
+def _hit_local(windows: list[Window], now: float) -> Verdict:
+    with _lock:
+        for window in windows:
+            events = [t for t in _local.get(window.key, []) if t > now - window.seconds]
+            _local[window.key] = events
+            if len(events) >= window.limit:
+                return Verdict(False, window, min(events) + window.seconds)
+        for window in windows:
+            _local[window.key].append(now)
+    return Verdict(True)
+
+
+def hit(windows: list[Window], now: float | None = None) -> Verdict:
+    """Count one event in every window if all have room; else count nothing and say which refused."""
+    windows = [w for w in windows if w.limit > 0]
+    if not windows:
+        return Verdict(True)
+    now = time.time() if now is None else now
+    client = redis_client()
+    if client is None:
+        return _hit_local(windows, now)
+    args: list = [now]
+    for window in windows:
+        args += [window.seconds, window.limit]
+    refused, oldest = client.eval(_HIT, len(windows), *[w.key for w in windows], *args, uuid.uuid4().hex)
+    if not refused:
+        return Verdict(True)
+    window = windows[int(refused) - 1]
+    return Verdict(False, window, float(oldest) + window.seconds)
+
+
+def count(key: str, seconds: float, now: float | None = None) -> int:
+    """Events under ``key`` in the last ``seconds`` (read only)."""
+    now = time.time() if now is None else now
+    client = redis_client()
+    if client is None:
+        with _lock:
+            return sum(1 for t in _local.get(key, []) if t > now - seconds)
+    return client.zcount(key, now - seconds, "+inf")
+
+
+def reset_local() -> None:
+    """Forget the in-process windows (tests of the embedded default)."""
+    with _lock:
+        _local.clear()
