@@ -204,6 +204,11 @@ NOTIFY = {
     "OTP_WINDOW": env_int("NOTIFY_OTP_WINDOW", 600, minimum=1),
     # OTP SMS per destination country per minute above which a velocity alarm is raised.
     "OTP_VELOCITY_PER_MINUTE": env_int("NOTIFY_OTP_VELOCITY_PER_MINUTE", 100, minimum=1),
+    # Absolute base of links in messages (preference center, unsubscribe): the public URL of this service.
+    "PUBLIC_URL": env_str("NOTIFY_PUBLIC_URL", "http://127.0.0.1:8000"),
+    "PREFERENCE_LINK_TTL": env_int("NOTIFY_PREFERENCE_LINK_TTL", 7 * 86400, minimum=60),
+    "UNSUBSCRIBE_LINK_TTL": env_int("NOTIFY_UNSUBSCRIBE_LINK_TTL", 365 * 86400, minimum=86400),
+    "UNSUBSCRIBE_MAILTO": env_str("NOTIFY_UNSUBSCRIBE_MAILTO", "unsubscribe@localhost"),
     # Seconds the sent-marker lives in Redis after a provider accepted a message.
     "SENT_MARKER_TTL": env_int("NOTIFY_SENT_MARKER_TTL", 86400, minimum=60),
     # Which provider serves each channel without a providers file; a channel absent here is refused at the API.

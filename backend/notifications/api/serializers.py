@@ -26,6 +26,23 @@ def _time_zones() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones()) - {"Factory", "localtime"}
 
 
+def language_code(value: str) -> str:
+    """A known ISO 639-1 language code, lower-cased; raises ValidationError."""
+    code = value.strip().lower()
+    if code not in LANG_INFO or "-" in code:
+        raise serializers.ValidationError(
+            f"Unknown language code {value!r}; use an ISO 639-1 code such as en, ar or fa."
+        )
+    return code
+
+
+def time_zone_name(value: str) -> str:
+    """An IANA time zone name; raises ValidationError."""
+    if value not in _time_zones():
+        raise serializers.ValidationError(f"Unknown time zone {value!r}; use an IANA name such as Asia/Riyadh.")
+    return value
+
+
 def user_id_problem(value: str) -> str | None:
     """Why ``value`` cannot be a user id (None when it can): the one rule for the URL and the body."""
     if not value:
@@ -88,13 +105,22 @@ class UserIdField(StrictCharField):
 
 
 class StrictSerializer(serializers.Serializer):
-    """Refuses fields it does not know, naming them."""
+    """Refuses fields it does not know, and read-only ones, naming them (also when nested)."""
 
-    def validate(self, attrs):
-        unknown = sorted(set(self.initial_data) - set(self.fields)) if isinstance(self.initial_data, dict) else []
-        if unknown:
-            raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return attrs
+    read_only_messages: dict[str, str] = {}
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            problems = {}
+            for name in sorted(data):
+                field = self.fields.get(name)
+                if field is None:
+                    problems[name] = ["Unknown field."]
+                elif field.read_only:
+                    problems[name] = [self.read_only_messages.get(name, "Read-only: leave it out.")]
+            if problems:
+                raise serializers.ValidationError(problems)
+        return super().to_internal_value(data)
 
 
 class SendRequestSerializer(StrictSerializer):
@@ -212,14 +238,13 @@ class RecipientSerializer(StrictSerializer):
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
 
+    read_only_messages = {"user_id": "The user id is taken from the URL; leave it out."}
+
     def validate(self, attrs):
-        if isinstance(self.initial_data, dict):
-            if not self.initial_data:
-                raise serializers.ValidationError(
-                    {"body": ["Send the contact data: PUT replaces the whole record, so an empty body would erase it."]}
-                )
-            if "user_id" in self.initial_data:
-                raise serializers.ValidationError({"user_id": ["The user id is taken from the URL; leave it out."]})
+        if isinstance(self.initial_data, dict) and not self.initial_data:
+            raise serializers.ValidationError(
+                {"body": ["Send the contact data: PUT replaces the whole record, so an empty body would erase it."]}
+            )
         return super().validate(attrs)
 
     def validate_phone(self, value: str) -> str:
@@ -240,14 +265,7 @@ class RecipientSerializer(StrictSerializer):
         return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
 
     def validate_language(self, value: str) -> str:
-        code = value.strip().lower()
-        if code not in LANG_INFO or "-" in code:
-            raise serializers.ValidationError(
-                f"Unknown language code {value!r}; use an ISO 639-1 code such as en, ar or fa."
-            )
-        return code
+        return language_code(value)
 
     def validate_time_zone(self, value: str) -> str:
-        if value not in _time_zones():
-            raise serializers.ValidationError(f"Unknown time zone {value!r}; use an IANA name such as Asia/Riyadh.")
-        return value
+        return time_zone_name(value)

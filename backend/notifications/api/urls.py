@@ -1,12 +1,15 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerView
 
-from backend.notifications.api import sms, views
+from backend.notifications.api import preferences, sms, user_settings, views
 
 urlpatterns = [
     path("notifications", views.NotificationCreateView.as_view(), name="notification-create"),
     path("notifications/<uuid:pk>", views.NotificationDetailView.as_view(), name="notification-detail"),
     path("users/<str:user_id>", views.RecipientView.as_view(), name="user"),
+    path("users/<str:user_id>/preferences", user_settings.PreferencesView.as_view(), name="user-preferences"),
+    path("users/<str:user_id>/devices", user_settings.DevicesView.as_view(), name="user-devices"),
+    path("users/<str:user_id>/preference-link", preferences.PreferenceLinkView.as_view(), name="preference-link"),
     path("sms/segments", sms.SmsSegmentsView.as_view(), name="sms-segments"),
     path(
         "openapi.json",

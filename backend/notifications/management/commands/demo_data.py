@@ -71,6 +71,8 @@ TEMPLATES = {
     ("shipped", "en", Channel.PUSH): ("Order shipped", "Your order {{ order }} is on its way.", ""),
     ("shipped", "ar", Channel.PUSH): ("تم شحن الطلب", "طلبك رقم {{ order }} في الطريق إليك.", ""),
     ("shipped", "ar", Channel.SMS): ("", "تم شحن طلبك رقم {{ order }}.", ""),
+    ("promo", "en", Channel.PUSH): ("{{ percent }}% off", "Everything is {{ percent }}% off until Sunday.", ""),
+    ("promo", "ar", Channel.PUSH): ("خصم {{ percent }}٪", "خصم {{ percent }}٪ على كل شيء حتى يوم الأحد.", ""),
     ("promo", "en", Channel.EMAIL): (
         "{{ percent }}% off this weekend",
         "Everything is {{ percent }}% off until Sunday.",

@@ -1,0 +1,176 @@
+"""A user's preferences (opt-outs per kind × channel, quiet hours, time zone, language) and push devices."""
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from backend.notifications import actions
+from backend.notifications.api.errors import validation_response
+from backend.notifications.api.serializers import (
+    StrictCharField,
+    StrictSerializer,
+    language_code,
+    time_zone_name,
+)
+from backend.notifications.models import Device, Kind, Preference, Recipient
+
+_ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
+
+
+def _recipient(user_id: str) -> Recipient:
+    recipient = Recipient.objects.filter(user_id=user_id).first()
+    if recipient is None:
+        raise NotFound(f"No user with id {user_id!r}.")
+    return recipient
+
+
+def _json_object(request: Request) -> dict:
+    if not isinstance(request.data, dict):
+        raise ParseError("The body must be a JSON object.")
+    return request.data
+
+
+class QuietHoursSerializer(StrictSerializer):
+    start = serializers.TimeField(format="%H:%M", input_formats=["%H:%M"], help_text="Local wall time, 22:00.")
+    end = serializers.TimeField(format="%H:%M", input_formats=["%H:%M"], help_text="Local wall time, 07:00.")
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        if attrs["start"] == attrs["end"]:
+            raise serializers.ValidationError({"end": ["Must differ from start (use null for no quiet hours)."]})
+        return attrs
+
+
+class PreferencesSerializer(StrictSerializer):
+    """Fields left out stay as they are; ``channels`` changes only the kind × channel pairs it names."""
+
+    language = StrictCharField(required=False, max_length=8, validators=[language_code])
+    time_zone = StrictCharField(required=False, max_length=64, validators=[time_zone_name])
+    quiet_hours = QuietHoursSerializer(required=False, allow_null=True)
+    channels = serializers.DictField(
+        child=serializers.DictField(child=serializers.BooleanField()),
+        required=False,
+        help_text='{"promo": {"email": false, "push": true}}',
+    )
+
+
+def preferences_document(recipient: Recipient) -> dict:
+    """Everything the user chose, and what each kind allows."""
+    chosen: dict[tuple[int, str], bool] = {
+        (kind_id, channel): enabled
+        for kind_id, channel, enabled in Preference.objects.filter(recipient=recipient).values_list(
+            "kind_id", "channel", "enabled"
+        )
+    }
+    start, end = recipient.quiet_hours_start, recipient.quiet_hours_end
+    return {
+        "user_id": recipient.user_id,
+        "language": recipient.language,
+        "time_zone": recipient.time_zone,
+        "quiet_hours": {"start": start.strftime("%H:%M"), "end": end.strftime("%H:%M")} if start and end else None,
+        "kinds": {
+            kind.name: {
+                "category": kind.category,
+                "opt_out_allowed": kind.opt_out_allowed,
+                "channels": {channel: chosen.get((kind.pk, channel), True) for channel in kind.channels},
+            }
+            for kind in Kind.objects.exclude(name="digest").order_by("name")
+        },
+    }
+
+
+class PreferencesView(APIView):
+    @extend_schema(operation_id="get_preferences", responses={200: OpenApiResponse(description="The document"),
+                                                              401: _ERROR, 404: _ERROR})  # fmt: skip
+    def get(self, request: Request, user_id: str) -> Response:
+        """The user's opt-outs per kind × channel, quiet hours, time zone and language."""
+        return Response(preferences_document(_recipient(user_id)))
+
+    @extend_schema(
+        operation_id="put_preferences",
+        request=PreferencesSerializer,
+        responses={200: OpenApiResponse(description="The document"), 400: _ERROR, 401: _ERROR, 404: _ERROR,
+                   422: _ERROR},
+    )  # fmt: skip
+    def put(self, request: Request, user_id: str) -> Response:
+        """Set preferences; fields left out stay as they are. Security kinds cannot be turned off (422)."""
+        recipient = _recipient(user_id)
+        serializer = PreferencesSerializer(data=_json_object(request))
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        kinds = {kind.name: kind for kind in Kind.objects.filter(name__in=data.get("channels", {}))}
+        problems = {}
+        for name, channels in data.get("channels", {}).items():
+            if name not in kinds:
+                problems[f"channels.{name}"] = [f"Unknown kind {name!r}."]
+                continue
+            for channel, enabled in channels.items():
+                try:
+                    actions.check_preference(kinds[name], channel, enabled)
+                except actions.PreferenceRefused as exc:
+                    problems[f"channels.{name}.{channel}"] = [str(exc)]
+        if problems:
+            return validation_response(problems)
+        actions.update_preferences(recipient, data, kinds)
+        return Response(preferences_document(recipient))
+
+
+class DeviceSerializer(StrictSerializer):
+    platform = serializers.ChoiceField(choices=Device.Platform.choices)
+    token = StrictCharField(required=False, max_length=1024, help_text="FCM registration token (fcm).")
+    subscription = serializers.DictField(
+        required=False, help_text='Web Push: the browser\'s {"endpoint", "keys": {"p256dh", "auth"}}.'
+    )
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        if attrs["platform"] == Device.Platform.FCM:
+            if not attrs.get("token"):
+                raise serializers.ValidationError({"token": ["Required for fcm devices."]})
+            attrs["subscription"] = {}
+            return attrs
+        sub = attrs.get("subscription") or {}
+        endpoint, keys = sub.get("endpoint"), sub.get("keys")
+        if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")) or len(endpoint) > 1024:
+            raise serializers.ValidationError(
+                {"subscription": ["Needs an http(s) endpoint of at most 1024 characters."]}
+            )
+        if not isinstance(keys, dict) or not all(isinstance(keys.get(k), str) and keys[k] for k in ("p256dh", "auth")):
+            raise serializers.ValidationError({"subscription": ['Needs "keys": {"p256dh": …, "auth": …}.']})
+        attrs["token"] = endpoint
+        attrs["subscription"] = {"endpoint": endpoint, "keys": {"p256dh": keys["p256dh"], "auth": keys["auth"]}}
+        return attrs
+
+
+def device_json(device: Device) -> dict:
+    return {
+        "platform": device.platform,
+        "token": device.token,
+        "last_seen_at": device.last_seen_at,
+        "disabled_at": device.disabled_at,
+        "disabled_reason": device.disabled_reason,
+    }
+
+
+class DevicesView(APIView):
+    @extend_schema(operation_id="list_devices", responses={200: OpenApiResponse(description="Devices"), 404: _ERROR})
+    def get(self, request: Request, user_id: str) -> Response:
+        """The user's push devices, newest first, disabled ones included with the reason."""
+        return Response([device_json(d) for d in _recipient(user_id).devices.all()])
+
+    @extend_schema(
+        operation_id="put_device",
+        request=DeviceSerializer,
+        responses={200: OpenApiResponse(description="Updated"), 201: OpenApiResponse(description="Registered"),
+                   400: _ERROR, 401: _ERROR, 404: _ERROR, 422: _ERROR},
+    )  # fmt: skip
+    def put(self, request: Request, user_id: str) -> Response:
+        """Register a push device (or refresh it: a token seen again is enabled again and moves to this user)."""
+        recipient = _recipient(user_id)
+        serializer = DeviceSerializer(data=_json_object(request))
+        serializer.is_valid(raise_exception=True)
+        device, created = actions.register_device(recipient, **serializer.validated_data)
+        return Response(device_json(device), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

@@ -1,0 +1,96 @@
+"""GET/PUT /api/v1/users/{id}/preferences and PUT /api/v1/users/{id}/devices."""
+
+import pytest
+
+from backend.notifications.models import Device, Preference, Recipient
+
+pytestmark = pytest.mark.usefixtures("demo_data")
+
+
+def test_get_shows_every_kind_with_its_channels_defaulting_on(api):
+    body = api.get("/api/v1/users/u-ar-1/preferences").json()
+    assert (body["language"], body["time_zone"], body["quiet_hours"]) == ("ar", "Asia/Riyadh", None)
+    assert body["kinds"]["promo"] == {
+        "category": "marketing", "opt_out_allowed": True, "channels": {"email": True, "push": True},
+    }  # fmt: skip
+    assert body["kinds"]["otp"]["opt_out_allowed"] is False
+    assert "digest" not in body["kinds"]
+
+
+def test_put_changes_only_what_it_names(api):
+    response = api.put(
+        "/api/v1/users/u-ar-1/preferences",
+        {"quiet_hours": {"start": "22:00", "end": "07:00"}, "channels": {"promo": {"email": False}}},
+        format="json",
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert body["quiet_hours"] == {"start": "22:00", "end": "07:00"}
+    assert body["kinds"]["promo"]["channels"] == {"email": False, "push": True}
+    assert (body["language"], body["time_zone"]) == ("ar", "Asia/Riyadh")
+    assert Preference.objects.get(channel="email").enabled is False
+
+    cleared = api.put(
+        "/api/v1/users/u-ar-1/preferences", {"quiet_hours": None, "time_zone": "Asia/Tehran"}, format="json"
+    )
+    assert (cleared.json()["quiet_hours"], cleared.json()["time_zone"]) == (None, "Asia/Tehran")
+    assert cleared.json()["kinds"]["promo"]["channels"]["email"] is False
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        ({"channels": {"otp": {"sms": False}}},
+         {"channels.otp.sms": ["otp is a security message and cannot be turned off."]}),
+        ({"channels": {"promo": {"sms": False}}},
+         {"channels.promo.sms": ["promo is not sent by sms; its channels are email, push."]}),
+        ({"channels": {"nope": {"email": False}}}, {"channels.nope": ["Unknown kind 'nope'."]}),
+        ({"quiet_hours": {"start": "22:00", "end": "22:00"}},
+         {"quiet_hours.end": ["Must differ from start (use null for no quiet hours)."]}),
+        ({"quiet_hours": {"start": "10pm", "end": "07:00"}},
+         {"quiet_hours.start": ["Time has wrong format. Use one of these formats instead: hh:mm."]}),
+        ({"time_zone": "Mars/Olympus"},
+         {"time_zone": ["Unknown time zone 'Mars/Olympus'; use an IANA name such as Asia/Riyadh."]}),
+        ({"colour": "red"}, {"colour": ["Unknown field."]}),
+    ],
+)  # fmt: skip
+def test_bad_preferences_are_a_422_and_change_nothing(api, body, fields):
+    response = api.put("/api/v1/users/u-ar-1/preferences", body, format="json")
+    assert (response.status_code, response.json()["fields"]) == (422, fields)
+    assert not Preference.objects.exists()
+
+
+def test_unknown_user_is_a_404(api):
+    assert api.get("/api/v1/users/nobody/preferences").status_code == 404
+    assert api.put("/api/v1/users/nobody/devices", {"platform": "fcm", "token": "t"}, format="json").status_code == 404
+
+
+def test_a_device_is_registered_and_a_dead_one_revived(api):
+    first = api.put("/api/v1/users/u-ar-1/devices", {"platform": "fcm", "token": "tok-1"}, format="json")
+    assert (first.status_code, first.json()["token"]) == (201, "tok-1")
+    Device.objects.filter(token="tok-1").update(disabled_reason="fcm 404 UNREGISTERED")
+    again = api.put("/api/v1/users/u-en-1/devices", {"platform": "fcm", "token": "tok-1"}, format="json")
+    assert again.status_code == 200
+    device = Device.objects.get(token="tok-1")
+    assert (device.recipient.user_id, device.disabled_at, device.disabled_reason) == ("u-en-1", None, "")
+
+
+def test_a_web_push_subscription_needs_an_endpoint_and_keys(api):
+    ok = api.put(
+        "/api/v1/users/u-ar-1/devices",
+        {"platform": "webpush", "subscription": {"endpoint": "https://push.example.com/abc",
+                                                 "keys": {"p256dh": "BPk", "auth": "x1"}}},
+        format="json",
+    )  # fmt: skip
+    assert (ok.status_code, ok.json()["token"]) == (201, "https://push.example.com/abc")
+    bad = api.put("/api/v1/users/u-ar-1/devices", {"platform": "webpush", "subscription": {"endpoint": "x"}},
+                  format="json")  # fmt: skip
+    assert (bad.status_code, bad.json()["fields"]) == (
+        422, {"subscription": ["Needs an http(s) endpoint of at most 1024 characters."]},
+    )  # fmt: skip
+    assert Recipient.objects.get(user_id="u-ar-1").devices.count() == 2  # the demo phone and the browser
+
+
+def test_an_fcm_device_needs_a_token(api):
+    response = api.put("/api/v1/users/u-ar-1/devices", {"platform": "fcm"}, format="json")
+    assert response.json()["fields"] == {"token": ["Required for fcm devices."]}
