@@ -93,6 +93,21 @@ def test_a_permanent_smtp_reply_fails_at_once(send, smtp_sink):
     assert (notification.state, notification.reason) == (State.FAILED, "permanent-error")
     assert notification.last_error == "SMTP 550: 5.1.1 No such user"
     assert list(notification.attempts.values_list("result", flat=True)) == ["permanent"]
+    # The bounce is recorded on the recipient: the next mail is not even tried.
+    recipient = notification.recipient
+    recipient.refresh_from_db()
+    assert recipient.email_bounce == "SMTP 550: 5.1.1 No such user"
+    assert recipient.email_bounced_at is not None
+
+
+def test_a_full_mailbox_is_permanent_but_not_a_bounce(send, smtp_sink):
+    smtp_sink.rules.replies["layla@example.com"] = "552 5.2.2 Mailbox full"
+    notification = accepted(send)
+    dispatch.deliver(str(notification.pk))
+    notification.refresh_from_db()
+    assert (notification.state, notification.reason) == (State.FAILED, "permanent-error")
+    notification.recipient.refresh_from_db()
+    assert notification.recipient.email_bounced_at is None
 
 
 def test_the_last_transient_failure_ends_failed(send, smtp_sink, settings):

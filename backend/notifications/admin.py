@@ -10,9 +10,11 @@ from backend.notifications.models import (
     Device,
     Kind,
     Notification,
+    Preference,
     Recipient,
     StateChange,
     TemplateVersion,
+    VelocityAlarm,
 )
 from backend.notifications.rendering import sanitize_html
 
@@ -69,9 +71,16 @@ class DeviceInline(admin.TabularInline):
     readonly_fields = ["last_seen_at", "disabled_at", "disabled_reason"]
 
 
+class PreferenceInline(admin.TabularInline):
+    model = Preference
+    extra = 0
+    fields = ["kind", "channel", "enabled", "updated_at"]
+    readonly_fields = ["updated_at"]
+
+
 @admin.register(Recipient)
 class RecipientAdmin(admin.ModelAdmin):
-    inlines = [DeviceInline]
+    inlines = [DeviceInline, PreferenceInline]
     list_display = ["user_id", "email", "phone", "language", "time_zone", "email_bounced_at", "phone_disabled_at"]
     list_filter = ["language"]
     search_fields = ["user_id", "email", "phone"]
@@ -184,3 +193,15 @@ class ApiClientAdmin(admin.ModelAdmin):
         client, key = ApiClient.issue(obj.name)
         obj.pk, obj.key_hash, obj.key_hint = client.pk, client.key_hash, client.key_hint
         messages.warning(request, f"API key for {client.name} (shown once, copy it now): {key}")
+
+
+@admin.register(VelocityAlarm)
+class VelocityAlarmAdmin(admin.ModelAdmin):
+    """OTP SMS bursts to one country: look for SMS pumping (bots requesting codes to premium numbers)."""
+
+    list_display = ["at", "country", "count", "threshold"]
+    list_filter = ["country"]
+    readonly_fields = [f.name for f in VelocityAlarm._meta.fields]
+
+    def has_add_permission(self, request):
+        return False

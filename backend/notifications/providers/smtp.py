@@ -12,13 +12,16 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, register
 
+# RFC 5321 §4.2.2: 550 mailbox unavailable, 551 user not local, 553 mailbox name not allowed — the
+# address itself is bad. 552 (storage) and 554 (policy) refuse the message, not the mailbox.
+_BAD_MAILBOX = {550, 551, 553}
+
 
 def _error_for_code(code: int, detail: str) -> ProviderError:
-    # Enhanced status 5.1.x is an addressing failure (RFC 3463 §3.2): the mailbox itself is bad.
     permanent = 500 <= code < 600
-    return ProviderError(
-        f"SMTP {code}: {detail}", permanent=permanent, address_invalid=permanent and detail.startswith("5.1.")
-    )
+    # Enhanced status 5.1.x is an addressing failure too (RFC 3463 §3.2).
+    bounced = permanent and (code in _BAD_MAILBOX or detail.startswith("5.1."))
+    return ProviderError(f"SMTP {code}: {detail}", permanent=permanent, address_invalid=bounced)
 
 
 @register
