@@ -90,6 +90,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif env_bool("DATABASE_POOL", False):
     # psycopg's pool (requirements/prod.txt) instead of one connection per request.
     DATABASES["default"]["OPTIONS"] = {"pool": True}
+# Reused connections are checked before use, so a restarted PostgreSQL costs one error, not many.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Worker processes are long-lived and synchronous: a connection per thread, kept, beats a new
+# PostgreSQL connection (a fork and an authentication) for every delivery. Seconds; 0 disables.
+WORKER_CONN_MAX_AGE = env_int("NOTIFY_WORKER_CONN_MAX_AGE", 300, minimum=0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Redis holds only what can be lost or rebuilt (DESIGN.md §3): the Huey queues,

@@ -21,6 +21,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, tier: str, workers: int | None, worker_type: str, max_poll_delay: float, **options):
+        database = settings.DATABASES["default"]
+        if not database.get("OPTIONS", {}).get("pool"):
+            # Read when each thread connects (the connection objects share this dict).
+            database["CONN_MAX_AGE"] = settings.WORKER_CONN_MAX_AGE
         config = ConsumerConfig(
             workers=workers or settings.HUEY_WORKERS[tier],
             worker_type=worker_type,
