@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from backend.notifications.delivery.sweeper import sweep
 from backend.notifications.models import Notification, State
+from backend.notifications.queues import HUEYS
 from tests.conftest import pending
 
 pytestmark = pytest.mark.usefixtures("demo_data")
@@ -47,6 +48,19 @@ def test_it_reenqueues_queued_rows_past_the_timeout_once_per_timeout(make, setti
     assert sweep(now).stale_queued == 1
     assert sweep(now + timedelta(seconds=1)).stale_queued == 0
     assert pending("standard") == 1
+
+
+def test_a_backlog_whose_tasks_are_all_in_the_queue_is_left_alone(make, settings, django_capture_on_commit_callbacks):
+    now = timezone.now()
+    timeout = settings.NOTIFY["VISIBILITY_TIMEOUT"]
+    with django_capture_on_commit_callbacks(execute=True):
+        make("1", queued_at=now - timedelta(seconds=timeout + 5))
+        make("2", queued_at=now - timedelta(seconds=timeout + 5))
+    assert pending("standard") == 2  # a long backlog: old, but its tasks are there
+    assert sweep(now).stale_queued == 0
+    HUEYS["standard"].flush()  # Redis lost them
+    assert sweep(now).stale_queued == 2
+    assert pending("standard") == 2
 
 
 def test_it_releases_scheduled_rows_whose_time_has_come(make):

@@ -14,9 +14,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from backend.notifications.models import Notification, State, StateChange
+from backend.notifications.queues import HUEYS
 from backend.notifications.tasks import enqueue_delivery
 
 BATCH = 1000
@@ -53,6 +55,19 @@ def _enqueue(ids: list) -> None:
         enqueue_delivery(str(pk), tiers[pk])
 
 
+def _tiers_missing_tasks() -> list[str]:
+    """Tiers whose queue holds fewer tasks than they have queued rows: only there can a task be lost.
+
+    A long backlog (a campaign draining) is queued past the visibility
+    timeout by design; while its queue still holds a task for every row,
+    re-enqueueing would only add duplicates for the workers to drop.
+    """
+    queued = dict(
+        Notification.objects.filter(state=State.QUEUED).order_by().values_list("priority").annotate(n=Count("pk"))
+    )
+    return [tier for tier, rows in queued.items() if HUEYS[tier].pending_count() < rows]
+
+
 def sweep(now: datetime | None = None) -> SweepReport:
     """Run the three recovery rules once, at most ``BATCH`` rows each."""
     now = now or timezone.now()
@@ -64,9 +79,13 @@ def sweep(now: datetime | None = None) -> SweepReport:
     )
     stale_sending = _move(stale_sending_ids, State.SENDING, "visibility-timeout", sending_at__lt=cutoff)
 
-    stale_queued = list(
-        notifications.filter(state=State.QUEUED, queued_at__lt=cutoff).values_list("pk", flat=True)[:BATCH]
-    )
+    stale_queued = []
+    for tier in _tiers_missing_tasks():
+        stale_queued += list(
+            notifications.filter(state=State.QUEUED, priority=tier, queued_at__lt=cutoff).values_list("pk", flat=True)[
+                :BATCH
+            ]
+        )
     # Pushed forward so the next sweep leaves them alone for another timeout.
     Notification.objects.filter(pk__in=stale_queued, state=State.QUEUED).update(queued_at=now)
 
