@@ -12,7 +12,20 @@ def test_openapi_schema_is_served_as_json_without_a_key(client, db):
     assert response.status_code == 200
     schema = response.json()
     assert schema["openapi"].startswith("3.")
-    assert set(schema["paths"]) == {"/api/v1/notifications", "/api/v1/notifications/{id}", "/api/v1/users/{user_id}"}
+    assert set(schema["paths"]) == {
+        "/api/v1/notifications",
+        "/api/v1/notifications/{id}",
+        "/api/v1/users/{user_id}",
+        "/api/v1/sms/segments",
+        "/api/v1/users/{user_id}/inbox-token",
+        "/api/v1/users/{user_id}/inbox",
+        "/api/v1/users/{user_id}/inbox/read-all",
+        "/api/v1/users/{user_id}/inbox/{message_id}/read",
+        "/api/v1/users/{user_id}/inbox/{message_id}/archive",
+        "/api/v1/users/{user_id}/preference-link",
+        "/api/v1/users/{user_id}/preferences",
+        "/api/v1/users/{user_id}/devices",
+    }
     assert schema["components"]["securitySchemes"]["apiKey"] == {"type": "http", "scheme": "bearer"}
     post = schema["paths"]["/api/v1/notifications"]["post"]
     assert {k: v for k, v in post["parameters"][0].items() if k in ("name", "in", "required")} == {

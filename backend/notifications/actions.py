@@ -5,18 +5,15 @@ Claims are conditional UPDATEs (``filter(state=…).update(…)`` and a row
 count), so two workers holding the same id never both send.
 """
 
-import zoneinfo
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
-from functools import lru_cache
 from typing import Any
 
-from django.conf.locale import LANG_INFO
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from backend.notifications import idempotency, policy, rendering
+from backend.notifications import idempotency, locales, policy, rendering
 from backend.notifications.models import (
     ApiClient,
     Attempt,
@@ -437,13 +434,10 @@ def set_preference(recipient: Recipient, kind: Kind, channel: str, enabled: bool
 def update_preferences(recipient: Recipient, data: dict[str, Any], kinds: dict[str, Kind]) -> None:
     """Apply a validated preferences document: only the fields it has change (all or nothing)."""
     with transaction.atomic():
-        for field in ("language", "time_zone"):
-            if field in data:
-                setattr(recipient, field, data[field])
+        set_locale(recipient, language=data.get("language"), time_zone=data.get("time_zone"))
         if "quiet_hours" in data:
             hours = data["quiet_hours"] or {}
-            recipient.quiet_hours_start, recipient.quiet_hours_end = hours.get("start"), hours.get("end")
-        recipient.save()
+            set_quiet_hours(recipient, hours.get("start"), hours.get("end"))
         for name, channels in data.get("channels", {}).items():
             for channel, enabled in channels.items():
                 set_preference(recipient, kinds[name], channel, enabled)
@@ -457,12 +451,6 @@ def register_device(recipient: Recipient, platform: str, token: str, subscriptio
         defaults={"recipient": recipient, "subscription": subscription, "disabled_at": None, "disabled_reason": ""},
     )
     return device, created
-
-
-@lru_cache(maxsize=1)
-def time_zone_names() -> frozenset[str]:
-    """Every IANA time zone a user may choose; "Factory" and "localtime" are tzdata artefacts, not places."""
-    return frozenset(zoneinfo.available_timezones()) - {"Factory", "localtime"}
 
 
 def set_quiet_hours(recipient: Recipient, start: time | None, end: time | None) -> Recipient:
@@ -486,12 +474,12 @@ def set_locale(recipient: Recipient, *, language: str | None = None, time_zone: 
     """
     fields = []
     if language is not None:
-        if language not in LANG_INFO or "-" in language:
+        if not locales.is_language(language):
             raise PreferenceRefused(f"Unknown language code {language!r}; use an ISO 639-1 code such as en, ar or fa.")
         recipient.language = language
         fields.append("language")
     if time_zone is not None:
-        if time_zone not in time_zone_names():
+        if time_zone not in locales.time_zone_names():
             raise PreferenceRefused(f"Unknown time zone {time_zone!r}; use an IANA name such as Asia/Riyadh.")
         recipient.time_zone = time_zone
         fields.append("time_zone")

@@ -2,16 +2,14 @@
 
 import json
 import unicodedata
-import zoneinfo
 from datetime import timedelta
-from functools import lru_cache
 
 import phonenumbers
-from django.conf.locale import LANG_INFO
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
+from backend.notifications import locales
 from backend.notifications.models import Attempt, Channel, Notification, Priority, StateChange
 
 MAX_PARAMS_BYTES = 16 * 1024
@@ -20,16 +18,10 @@ MAX_USER_ID = 128
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
 
 
-@lru_cache(maxsize=1)
-def _time_zones() -> frozenset[str]:
-    # "Factory" and "localtime" are artefacts of tzdata builds, not places.
-    return frozenset(zoneinfo.available_timezones()) - {"Factory", "localtime"}
-
-
 def language_code(value: str) -> str:
     """A known ISO 639-1 language code, lower-cased; raises ValidationError."""
     code = value.strip().lower()
-    if code not in LANG_INFO or "-" in code:
+    if not locales.is_language(code):
         raise serializers.ValidationError(
             f"Unknown language code {value!r}; use an ISO 639-1 code such as en, ar or fa."
         )
@@ -38,7 +30,7 @@ def language_code(value: str) -> str:
 
 def time_zone_name(value: str) -> str:
     """An IANA time zone name; raises ValidationError."""
-    if value not in _time_zones():
+    if value not in locales.time_zone_names():
         raise serializers.ValidationError(f"Unknown time zone {value!r}; use an IANA name such as Asia/Riyadh.")
     return value
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from backend.notifications import actions, pricing, rendering, sms_encoding
+from backend.notifications import actions, links, pricing, rendering, sms_encoding
 from backend.notifications.delivery import breaker, budget, sent_marker
 from backend.notifications.delivery.retry import backoff_delay
-from backend.notifications.models import Attempt, Device, Notification, State
+from backend.notifications.models import Attempt, Category, Channel, Device, Notification, State
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, providers_for_channel
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,11 @@ def build_message(notification: Notification, device: Device | None = None) -> O
     Raises ``rendering.RenderError`` if the stored version no longer renders.
     """
     rendered = rendering.render(notification.template_version, notification.params)
+    kind = notification.kind
+    # Marketing mail carries one-click unsubscribe (RFC 8058, DESIGN.md §4); transactional mail does not.
+    headers = {}
+    if notification.channel == Channel.EMAIL and kind.category == Category.MARKETING:
+        headers = links.unsubscribe_headers(notification.recipient.user_id, kind.name)
     return OutboundMessage(
         notification_id=str(notification.pk),
         channel=notification.channel,
@@ -64,6 +69,7 @@ def build_message(notification: Notification, device: Device | None = None) -> O
         text=rendered.text,
         html=rendered.html,
         language=notification.template_version.language,
+        headers=headers,
         subscription=device.subscription if device is not None else {},
     )
 

@@ -1,0 +1,251 @@
+"""The preference center: what a person gets on which channel, quiet hours, time zone and language.
+
+Reached by a signed, expiring link (``links.preference_url``, handed out by
+``POST /api/v1/users/{user_id}/preference-link``). Each control is its own
+small form: HTMX posts a change at once and the answer — the status partial,
+"Saved" in the person's language — lands in a live region beside it.
+Without JavaScript the same forms post normally and come back to the page.
+Every change goes through ``actions``; security kinds are shown locked.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, time
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, gettext_noop, pgettext_lazy
+from django.views.decorators.http import require_GET, require_POST
+
+from backend.notifications import actions, links, locales
+from backend.notifications.models import Category, Channel, Kind, Preference, Recipient
+from frontend.signed_pages import for_person, render_page, status_message
+
+CATEGORIES = [
+    (Category.SECURITY, gettext_lazy("Security"), gettext_lazy("Login codes and alerts about your account.")),
+    (Category.TRANSACTIONAL, gettext_lazy("Updates"), gettext_lazy("About your orders and your account.")),
+    (Category.MARKETING, gettext_lazy("Offers and news"), gettext_lazy("Deals and news from us.")),
+]
+# A context, so that Django's own "Email" (admin, auth: earlier in INSTALLED_APPS, so they win) does not shadow ours.
+CHANNEL_LABELS = {
+    Channel.EMAIL: pgettext_lazy("channel", "Email"),
+    Channel.SMS: pgettext_lazy("channel", "SMS"),
+    Channel.PUSH: pgettext_lazy("channel", "Push notifications"),
+    Channel.INAPP: pgettext_lazy("channel", "In-app inbox"),
+}
+# Kind descriptions are data; those of the demo kinds have translations in frontend/locale (others show as stored).
+KIND_DESCRIPTIONS = [
+    gettext_noop("One-time login code"),
+    gettext_noop("Order shipped"),
+    gettext_noop("Marketing offer"),
+]
+# What rate-limited notifications are folded into: not a choice of its own (as in GET /api/v1/users/{id}/preferences).
+HIDDEN_KINDS = {"digest"}
+DEFAULT_QUIET_HOURS = (time(22, 0), time(7, 0))
+REGION_LABELS = {
+    "Africa": gettext_lazy("Africa"),
+    "America": gettext_lazy("Americas"),
+    "Antarctica": gettext_lazy("Antarctica"),
+    "Asia": gettext_lazy("Asia"),
+    "Atlantic": gettext_lazy("Atlantic Ocean"),
+    "Australia": gettext_lazy("Australia"),
+    "Europe": gettext_lazy("Europe"),
+    "Indian": gettext_lazy("Indian Ocean"),
+    "Pacific": gettext_lazy("Pacific Ocean"),
+}
+
+preference_page = for_person(links.preference_user)
+
+
+@dataclass(frozen=True)
+class Toggle:
+    kind: Kind
+    channel: str
+    label: str
+    enabled: bool
+    locked: bool
+
+    @property
+    def dom_id(self) -> str:
+        return f"pref-{self.kind.name}-{self.channel}"
+
+
+def kind_label(kind: Kind) -> str:
+    return _(kind.description) if kind.description else kind.name
+
+
+def _groups(recipient: Recipient) -> list[dict]:
+    """Kinds by category, each with one toggle per channel (two queries)."""
+    chosen = {
+        (kind_id, channel): enabled
+        for kind_id, channel, enabled in Preference.objects.filter(recipient=recipient).values_list(
+            "kind_id", "channel", "enabled"
+        )
+    }
+    kinds = sorted(Kind.objects.exclude(name__in=HIDDEN_KINDS), key=lambda k: kind_label(k).casefold())
+    groups = []
+    for category, title, about in CATEGORIES:
+        rows = [
+            {
+                "kind": kind,
+                "label": kind_label(kind),
+                "locked": not kind.opt_out_allowed,
+                "toggles": [
+                    Toggle(
+                        kind,
+                        channel,
+                        str(CHANNEL_LABELS.get(channel, channel)),
+                        enabled=not kind.opt_out_allowed or chosen.get((kind.pk, channel), True),
+                        locked=not kind.opt_out_allowed,
+                    )
+                    for channel in kind.channels
+                ],
+            }
+            for kind in kinds
+            if kind.category == category
+        ]
+        if rows:
+            groups.append({"category": category, "title": title, "about": about, "kinds": rows})
+    return groups
+
+
+def _time_zone_groups(current: str) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Every IANA zone, grouped by region (sorted), each as (name, "City (UTC+03:00)")."""
+    now = timezone.now()
+    names = set(locales.time_zone_names()) | {current}
+    by_region: dict[str, list[tuple[str, str]]] = {}
+    for name in sorted(names):
+        region, _sep, place = name.partition("/")
+        label = REGION_LABELS.get(region, _("Other")) if place else _("Other")
+        city = (place or name).replace("_", " ").replace("/", " / ")
+        offset = now.astimezone(ZoneInfo(name)).strftime("%z")
+        by_region.setdefault(str(label), []).append((name, f"{city} (UTC{offset[:3]}:{offset[3:]})"))
+    return sorted(by_region.items(), key=lambda item: (item[0] == _("Other"), item[0]))
+
+
+def _languages(current: str) -> list[tuple[str, str]]:
+    known = dict(settings.LANGUAGES)
+    if current not in known:
+        known[current] = translation.get_language_info(current)["name_local"] if current else current
+    return list(known.items())
+
+
+def _local_time(recipient: Recipient) -> str:
+    return timezone.localtime(timezone=ZoneInfo(recipient.time_zone)).strftime("%H:%M")
+
+
+def _quiet_context(recipient: Recipient) -> dict:
+    start, end = recipient.quiet_hours_start, recipient.quiet_hours_end
+    return {
+        "on": start is not None and end is not None,
+        "start": (start or DEFAULT_QUIET_HOURS[0]).strftime("%H:%M"),
+        "end": (end or DEFAULT_QUIET_HOURS[1]).strftime("%H:%M"),
+    }
+
+
+def _page_url(token: str) -> str:
+    return reverse("frontend:preferences", args=[token])
+
+
+def _saved(request: HttpRequest, token: str, **extra) -> HttpResponse:
+    """HTMX: "Saved" (plus out-of-band updates in ``extra``). Otherwise: back to the page."""
+    if not request.htmx:
+        return redirect(_page_url(token))
+    context = {"ok": True, "message": _("Saved"), "token": token, **extra}
+    return render_page(request, "frontend/preferences/_status.html", context)
+
+
+def _refused(request: HttpRequest, token: str, text: str, status: int = 422) -> HttpResponse:
+    """HTMX: why not, in the live region. Otherwise: a page saying why, with the way back."""
+    if request.htmx:
+        return status_message(request, text, status)
+    context = {"message": text, "page_url": _page_url(token)}
+    return render_page(request, "frontend/preferences/not_saved.html", context, status=status)
+
+
+@require_GET
+@preference_page
+def page(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse:
+    context = {
+        "token": token,
+        "recipient": recipient,
+        "groups": _groups(recipient),
+        "quiet": _quiet_context(recipient),
+        "time_zones": _time_zone_groups(recipient.time_zone),
+        "languages": _languages(recipient.language),
+        "local_time": _local_time(recipient),
+        "saved": request.GET.get("saved", ""),
+    }
+    return render_page(request, "frontend/preferences/page.html", context)
+
+
+@require_POST
+@preference_page
+def channel(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse:
+    """Turn one kind on one channel on or off (``enabled`` present: on)."""
+    kind = Kind.objects.filter(name=request.POST.get("kind", "")).first()
+    if kind is None:
+        return _refused(request, token, _("Unknown type of message."), 404)
+    try:
+        actions.set_preference(recipient, kind, request.POST.get("channel", ""), "enabled" in request.POST)
+    except actions.PreferenceRefused:
+        if not kind.opt_out_allowed:
+            return _refused(request, token, _("Security messages can't be turned off."), 403)
+        return _refused(request, token, _("This message isn't sent on that channel."))
+    return _saved(request, token)
+
+
+def _parse_time(value: str) -> time | None:
+    try:
+        return datetime.strptime(value.strip(), "%H:%M").time()
+    except ValueError:
+        return None
+
+
+@require_POST
+@preference_page
+def quiet_hours(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse:
+    """Quiet hours on (``enabled`` present, with ``start`` and ``end`` as HH:MM) or off."""
+    start = end = None
+    if "enabled" in request.POST:
+        start = _parse_time(request.POST.get("start", DEFAULT_QUIET_HOURS[0].strftime("%H:%M")))
+        end = _parse_time(request.POST.get("end", DEFAULT_QUIET_HOURS[1].strftime("%H:%M")))
+        if start is None or end is None:
+            return _refused(request, token, _("Enter a start and an end time."))
+        if start == end:
+            return _refused(request, token, _("Quiet hours must end at a different time than they start."))
+    was_on = recipient.quiet_hours_start is not None
+    actions.set_quiet_hours(recipient, start, end)
+    if was_on == (start is not None):
+        return _saved(request, token)  # times edited: leave the inputs alone (the person may be typing in them)
+    return _saved(request, token, quiet=_quiet_context(recipient))  # switched: enable or disable the times
+
+
+@require_POST
+@preference_page
+def time_zone(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse:
+    try:
+        actions.set_locale(recipient, time_zone=request.POST.get("time_zone", ""))
+    except actions.PreferenceRefused:
+        return _refused(request, token, _("Choose a time zone from the list."))
+    return _saved(request, token, local_time=_local_time(recipient))
+
+
+@require_POST
+@preference_page
+def language(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse:
+    """Change the language; the page reloads in it (HTMX: ``HX-Redirect``) and says "Saved" there."""
+    try:
+        actions.set_locale(recipient, language=request.POST.get("language", ""))
+    except actions.PreferenceRefused:
+        return _refused(request, token, _("Choose a language from the list."))
+    url = f"{_page_url(token)}?saved=language"
+    if request.htmx:
+        response = HttpResponse(status=200)
+        response["HX-Redirect"] = url
+        return response
+    return redirect(url)
