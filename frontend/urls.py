@@ -1,6 +1,7 @@
 from django.urls import path
 
 from frontend import preferences, unsubscribe, views
+from frontend.editor import views as editor
 
 app_name = "frontend"
 
@@ -15,4 +16,11 @@ urlpatterns = [
     path("unsubscribe/<str:token>", unsubscribe.unsubscribe, name="unsubscribe"),
     path("unsubscribe/<str:token>/confirm", unsubscribe.confirm, name="unsubscribe-confirm"),
     path("unsubscribe/<str:token>/undo", unsubscribe.undo, name="unsubscribe-undo"),
+    # Staff: the template editor (frontend/editor/), login through the admin.
+    path("templates/", editor.template_list, name="templates"),
+    path("templates/edit/", editor.template_editor, name="template-editor"),
+    path("templates/<int:pk>/", editor.version_editor, name="template-version"),
+    path("templates/preview/", editor.template_preview, name="template-preview"),
+    path("templates/save/", editor.template_save, name="template-save"),
+    path("templates/<int:pk>/approve/", editor.template_approve, name="template-approve"),
 ]

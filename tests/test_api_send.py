@@ -115,6 +115,7 @@ def test_duplicate_is_found_after_redis_lost_its_keys(send):
          'Enter a valid "slug" consisting of letters, numbers, underscores or hyphens.'),
         ({**SHIPPED, "params": {"order": "x" * 20000}}, "params", "Params may be at most 16384 bytes of JSON."),
         ({**SHIPPED, "params": {"order": "50\x0012"}}, "params", "params.order: text may not contain NUL characters."),
+        ({**SHIPPED, "params": {"order": "1" * 13}}, "params", "order: at most 12 characters for kind 'shipped'."),
         ({**SHIPPED, "send_at": "2030-02-30T00:00:00Z"}, "send_at", "Not a real date and time (e.g. February 30)."),
         ({**SHIPPED, "send_at": "2030-01-01T24:00:00Z"}, "send_at", "Not a real date and time (e.g. February 30)."),
         ({**SHIPPED, "send_at": "9999-12-31T23:59:59Z"}, "send_at", "May be at most 366 days ahead."),

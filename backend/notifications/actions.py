@@ -112,6 +112,14 @@ def _lookup(request: SendRequest) -> tuple[Kind, Recipient]:
     return kind, recipient
 
 
+def _check_declared_lengths(kind: Kind, params: dict) -> None:
+    """Params longer than the kind declares are refused: templates are priced for that worst case."""
+    for name, spec in kind.params.items():
+        value, limit = params.get(name), spec.get("max_length")
+        if isinstance(value, str | int | float) and limit and len(str(value)) > limit:
+            raise AcceptError("params", f"{name}: at most {limit} characters for kind {kind.name!r}.")
+
+
 def _render_check(
     kind: Kind, recipient: Recipient, channel: str, params: dict, required: bool
 ) -> tuple[TemplateVersion | None, str]:
@@ -171,6 +179,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         if original is not None:
             return Accepted(original, duplicate=True)
     kind, recipient = _lookup(request)
+    _check_declared_lengths(kind, request.params)
     routed = policy.route(kind, recipient, request.channel)
     version, preview = _render_check(kind, recipient, routed.channel, request.params, required=not routed.reason)
     now = timezone.now()
@@ -385,6 +394,27 @@ def disable_address(notification: Notification, device: Device | None, reason: s
         Recipient.objects.filter(pk=notification.recipient_id).update(
             phone_disabled_at=now, phone_disabled_reason=reason[:255]
         )
+
+
+def save_template_draft(
+    kind: Kind, language: str, channel: str, author, subject: str = "", text_body: str = "", html_body: str = ""
+) -> TemplateVersion:
+    """Store a new draft: version max+1 of its kind × language × channel, written by ``author``.
+
+    Every save is a new version; an approved one is never edited. The HTML
+    body is sanitized (bleach allow-list) before it is stored. Two saves at
+    once must not both take max+1: the kind's row is locked first (``FOR NO
+    KEY UPDATE``, which does not block notifications that merely reference the
+    kind), so numbering is serialized per kind.
+    """
+    with transaction.atomic():
+        Kind.objects.select_for_update(no_key=True).only("pk").get(pk=kind.pk)
+        siblings = TemplateVersion.objects.filter(kind=kind, language=language, channel=channel)
+        latest = max(siblings.values_list("version", flat=True), default=0)
+        return TemplateVersion.objects.create(
+            kind=kind, language=language, channel=channel, version=latest + 1, status=TemplateVersion.Status.DRAFT,
+            subject=subject, text_body=text_body, html_body=rendering.sanitize_html(html_body), created_by=author,
+        )  # fmt: skip
 
 
 class ApprovalRefused(Exception):

@@ -1,5 +1,4 @@
 from django.contrib import admin, messages
-from django.db import models
 
 from backend.notifications import actions
 from backend.notifications.models import (
@@ -45,13 +44,16 @@ class TemplateVersionAdmin(admin.ModelAdmin):
         return super().has_change_permission(request, obj)
 
     def save_model(self, request, obj, form, change):
-        if not change:
-            latest = TemplateVersion.objects.filter(kind=obj.kind, language=obj.language, channel=obj.channel)
-            obj.version = (latest.aggregate(models.Max("version"))["version__max"] or 0) + 1
-            obj.status, obj.approved_by, obj.approved_at = TemplateVersion.Status.DRAFT, None, None
-            obj.created_by = request.user
-        obj.html_body = sanitize_html(obj.html_body)
-        super().save_model(request, obj, form, change)
+        if change:  # a draft: approved versions are read-only above
+            obj.html_body = sanitize_html(obj.html_body)
+            super().save_model(request, obj, form, change)
+            return
+        saved = actions.save_template_draft(
+            obj.kind, obj.language, obj.channel, request.user,
+            subject=obj.subject, text_body=obj.text_body, html_body=obj.html_body,
+        )  # fmt: skip
+        obj.pk, obj.version, obj.status, obj.created_by = saved.pk, saved.version, saved.status, saved.created_by
+        obj.html_body = saved.html_body
 
     @admin.action(description="Approve selected drafts (not your own)")
     def approve_selected(self, request, queryset):

@@ -1,0 +1,7 @@
+"""The staff template editor (issue 5 item 3): list of versions, editor with live SMS pricing, save, approve.
+
+``preview.py`` computes what the page shows beside the text (one source of
+truth: ``rendering``, ``sms_encoding``, ``pricing``), ``actions.save_template_draft`` saves a
+new draft version, ``views.py`` parses, authorizes, calls one of those and
+answers: the whole page, or for HTMX the partial it asked for.
+"""
