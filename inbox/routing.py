@@ -1,3 +1,9 @@
 """WebSocket routes of the in-app inbox (served by daphne through backend/asgi.py)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from inbox.consumers import InboxConsumer
+
+websocket_urlpatterns = [
+    path("ws/inbox/", InboxConsumer.as_asgi(), name="inbox-ws"),
+]

@@ -1,0 +1,89 @@
+"""The safety net of every inbox socket in this process: one database query per interval, for all of them.
+
+Events can miss a socket: the embedded default's in-memory layer does not
+cross processes (a worker's delivery never reaches daphne's layer), and Redis
+pub/sub keeps nothing for a daphne that is reconnecting to Redis. So every
+``NOTIFY_INBOX_POLL_INTERVAL`` seconds the process asks PostgreSQL for the
+newest message id of each person with an open socket — one query, however
+many sockets — and nudges (``inbox.tick``) only the sockets whose cursor is
+behind; each catches up with the same code as ``sync``. A socket per query
+would cost a thousand sockets 33 queries a second at a 30 s interval.
+"""
+
+import asyncio
+import logging
+import weakref
+from collections import defaultdict
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db.models import Max
+
+from inbox.models import InboxMessage
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 1000  # recipients per query
+
+
+def newest_ids(recipients: list[int]) -> dict[int, int]:
+    """``{recipient pk: newest message id}`` for those who have messages (index ``inbox_recipient_id_idx``)."""
+    newest: dict[int, int] = {}
+    for start in range(0, len(recipients), _CHUNK):
+        rows = (
+            InboxMessage.objects.filter(recipient_id__in=recipients[start : start + _CHUNK])
+            .values("recipient_id")
+            .annotate(newest=Max("id"))
+            .order_by()
+        )
+        newest.update((row["recipient_id"], row["newest"]) for row in rows)
+    return newest
+
+
+class Poller:
+    """Watches the open sockets of one event loop (daphne has one); runs while any is open."""
+
+    def __init__(self) -> None:
+        self.sockets: dict[str, object] = {}  # channel name → InboxConsumer
+        self.task: asyncio.Task | None = None
+
+    def watch(self, consumer) -> None:
+        self.sockets[consumer.channel_name] = consumer
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def unwatch(self, consumer) -> None:
+        self.sockets.pop(consumer.channel_name, None)
+        if not self.sockets and self.task is not None:
+            self.task.cancel()
+            self.task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(settings.INBOX["POLL_INTERVAL"])
+            try:
+                await self._nudge_lagging()
+            except Exception:
+                logger.exception("inbox: the sockets' catch-up poll failed; trying again")
+
+    async def _nudge_lagging(self) -> None:
+        by_recipient = defaultdict(list)
+        for consumer in list(self.sockets.values()):
+            by_recipient[consumer.recipient].append(consumer)
+        newest = await database_sync_to_async(newest_ids)(list(by_recipient))
+        for recipient, last in newest.items():
+            for consumer in by_recipient[recipient]:
+                if consumer.cursor < last:
+                    # Through the layer, so the catch-up runs between the socket's other handlers.
+                    await consumer.channel_layer.send(consumer.channel_name, {"type": "inbox.tick"})
+
+
+_pollers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Poller]" = weakref.WeakKeyDictionary()
+
+
+def poller() -> Poller:
+    """The poller of the running event loop."""
+    loop = asyncio.get_running_loop()
+    if loop not in _pollers:
+        _pollers[loop] = Poller()
+    return _pollers[loop]
