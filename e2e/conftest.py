@@ -49,3 +49,11 @@ def screenshot(page):
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def empty_redis():
+    """Each browser test starts with empty queues and counters (rate limits, OTP limits pile up otherwise)."""
+    from backend.notifications.queues import HUEYS
+
+    HUEYS["high"].storage.conn.flushdb()
