@@ -132,3 +132,30 @@ def stub_providers(provider_stub, tmp_path, settings):
     path = write_providers_file(tmp_path / "providers.toml", provider_stub.url)
     settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path), "ALLOW_PRIVATE_PUSH_ENDPOINTS": True}
     return provider_stub
+
+
+# --- personas: the demo's staff users (demo_data), by what they do ----------------------------------
+
+
+@pytest.fixture
+def editor(demo_data):
+    """Writes templates: view, add and change template versions, no approval."""
+    from django.contrib.auth.models import User
+
+    return User.objects.get(username="editor")
+
+
+@pytest.fixture
+def approver(demo_data):
+    """Approves other people's drafts; may not write templates."""
+    from django.contrib.auth.models import User
+
+    return User.objects.get(username="approver")
+
+
+@pytest.fixture
+def outsider(demo_data):
+    """A support agent: staff, but nothing to do with templates."""
+    from django.contrib.auth.models import User
+
+    return User.objects.get(username="support")

@@ -1,22 +1,11 @@
 """Two-person approval of template versions, in the action and through the admin."""
 
 import pytest
-from django.contrib.auth.models import User
 
 from backend.notifications import actions
 from backend.notifications.models import Kind, TemplateVersion
 
 pytestmark = pytest.mark.usefixtures("demo_data")
-
-
-@pytest.fixture
-def editor():
-    return User.objects.get(username="editor")
-
-
-@pytest.fixture
-def approver():
-    return User.objects.get(username="approver")
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 import re
 
 import pytest
-from django.contrib.auth.models import User
 
 from backend.notifications import actions
 from backend.notifications.models import Kind, TemplateVersion
@@ -16,25 +15,7 @@ SAVE = "/templates/save/"
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-# --- personas -------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def editor():
-    """Writes templates: view, add and change template versions, no approval."""
-    return User.objects.get(username="editor")
-
-
-@pytest.fixture
-def approver():
-    """Approves other people's drafts; may not write templates."""
-    return User.objects.get(username="approver")
-
-
-@pytest.fixture
-def outsider():
-    """A support agent: staff, but nothing to do with templates."""
-    return User.objects.get(username="support")
+# --- logged-in clients for the personas of tests/conftest.py ---------------------------------------------------------
 
 
 @pytest.fixture
