@@ -61,3 +61,22 @@ def test_a_new_version_from_the_admin_is_a_sanitized_draft_with_the_next_number(
     created = TemplateVersion.objects.get(kind=kind, language="ar", channel="email", version=2)
     assert (created.status, created.created_by) == ("draft", editor)
     assert created.html_body == '<p dir="rtl">نص</p>steal()'
+
+
+def test_a_draft_that_does_not_render_is_not_approved(editor, approver):
+    broken = actions.save_template_draft(
+        Kind.objects.get(name="otp"), "ar", "sms", editor, text_body="رمز {{ code "
+    )  # fmt: skip
+    with pytest.raises(actions.ApprovalRefused, match="does not render with the kind's example params: template error"):
+        actions.approve_template(broken, approver)
+    undeclared = actions.save_template_draft(
+        Kind.objects.get(name="otp"), "ar", "sms", editor, text_body="{{ code }} {{ surprise }}"
+    )  # fmt: skip
+    with pytest.raises(actions.ApprovalRefused, match="missing params: surprise"):
+        actions.approve_template(undeclared, approver)
+    assert TemplateVersion.objects.get(kind__name="otp", language="ar", channel="sms", status="approved").version == 1
+
+
+def test_text_with_an_unpaired_surrogate_is_refused(editor):
+    with pytest.raises(actions.ApprovalRefused, match="unpaired surrogate"):
+        actions.save_template_draft(Kind.objects.get(name="otp"), "en", "sms", editor, text_body="code \ud83d")

@@ -427,3 +427,16 @@ def test_the_htmx_answer_is_the_panel_only(as_editor):
     assert '<p id="tpl-summary" hx-swap-oob="innerHTML">' in response.content.decode()
     assert "HX-Request" in response["Vary"]
     assert "no-cache" in response["Cache-Control"]
+
+
+@pytest.mark.parametrize("query", ["?kind=nope&language=xx&channel=fax", "?kind=%00", "?kind=digest"])
+def test_odd_editor_queries_fall_back_instead_of_failing(as_editor, query):
+    assert as_editor.get(f"/templates/edit/{query}").status_code == 200
+
+
+def test_a_template_rendering_half_an_emoji_is_an_error_not_a_500(as_editor):
+    # The source is plain ASCII; the Jinja string escape makes the unpaired surrogate when rendered.
+    text = "code {{ '\\ud83d' }}"
+    response = as_editor.post(PREVIEW, {"kind": "otp", "language": "en", "channel": "sms", "text_body": text}, **HTMX)
+    assert response.status_code == 200
+    assert "unpaired surrogate" in response.content.decode()

@@ -407,6 +407,10 @@ def save_template_draft(
     KEY UPDATE``, which does not block notifications that merely reference the
     kind), so numbering is serialized per kind.
     """
+    for part in (subject, text_body, html_body):
+        problem = rendering.text_problem(part)
+        if problem:
+            raise ApprovalRefused(problem)
     with transaction.atomic():
         Kind.objects.select_for_update(no_key=True).only("pk").get(pk=kind.pk)
         siblings = TemplateVersion.objects.filter(kind=kind, language=language, channel=channel)
@@ -418,7 +422,7 @@ def save_template_draft(
 
 
 class ApprovalRefused(Exception):
-    """A template version cannot be approved by this person; the message says why."""
+    """A template version cannot be saved or approved; the message says why."""
 
 
 def approve_template(version: TemplateVersion, user) -> None:
@@ -430,6 +434,12 @@ def approve_template(version: TemplateVersion, user) -> None:
         raise ApprovalRefused(f"{user.get_username()} may not approve templates.")
     if version.created_by_id is not None and version.created_by_id == user.pk:
         raise ApprovalRefused(f"{version} was written by {user.get_username()}: a second person must approve it.")
+    examples = {name: spec["example"] for name, spec in version.kind.params.items() if "example" in spec}
+    try:
+        rendering.render(version, examples)
+    except rendering.RenderError as exc:
+        # Approving it would break every send of this kind in this language and channel.
+        raise ApprovalRefused(f"{version} does not render with the kind's example params: {exc}") from exc
     updated = TemplateVersion.objects.filter(pk=version.pk, status=TemplateVersion.Status.DRAFT).update(
         status=TemplateVersion.Status.APPROVED, approved_by=user, approved_at=timezone.now()
     )

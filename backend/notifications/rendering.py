@@ -190,9 +190,23 @@ def _render(source: str, params: dict, missing: list[str], html: bool = False) -
         raise RenderError(f"template error: {exc.__class__.__name__}: {exc}") from exc
     finally:
         _missing.reset(token)
+    problem = text_problem(output)
+    if problem:  # e.g. {{ '\ud83d' }}: a string escape can make what no keyboard types
+        raise RenderError(f"template error: the rendered text is not valid: {problem}")
     if len(output) > MAX_RENDERED_CHARS:
         raise RenderError(f"template error: the rendered text has {len(output)} characters, over {MAX_RENDERED_CHARS}")
     return output
+
+
+def text_problem(text: str) -> str:
+    """Why ``text`` cannot be stored or sent ("" when it can): NUL characters or unpaired UTF-16 surrogates."""
+    if "\x00" in text:
+        return "Text may not contain NUL characters."
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return "Text contains an unpaired surrogate (half an emoji): retype that character."
+    return ""
 
 
 def sanitize_html(html: str) -> str:

@@ -9,6 +9,7 @@ from django.utils.translation import get_language_info
 from backend.notifications import pricing
 from backend.notifications.models import Channel, Kind, TemplateVersion
 from backend.notifications.models.recipient import RTL_LANGUAGES
+from backend.notifications.rendering import text_problem
 from frontend.editor.preview import Draft
 
 DEFAULT_AUDIENCE = 1000
@@ -57,7 +58,11 @@ class _Text(forms.CharField):
         super().__init__(strip=False, required=False, **kwargs)
 
     def to_python(self, value):
-        return super().to_python(value).replace("\r\n", "\n").replace("\r", "\n")
+        text = super().to_python(value).replace("\r\n", "\n").replace("\r", "\n")
+        problem = text_problem(text)
+        if problem:
+            raise forms.ValidationError(problem)
+        return text
 
 
 class EditorForm(forms.Form):

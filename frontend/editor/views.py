@@ -189,7 +189,10 @@ def _draft_of(version: TemplateVersion) -> preview.Draft:
 @staff_only(VIEW, EDIT)
 def template_editor(request: HttpRequest) -> HttpResponse:
     """The editor for ``?kind=&language=&channel=``, starting from that template's newest version (if any)."""
-    kind = Kind.objects.filter(name=request.GET.get("kind", "")).first() or Kind.objects.order_by("name").first()
+    name = request.GET.get("kind", "")
+    kind = (Kind.objects.filter(name=name).first() if name.isprintable() else None) or Kind.objects.order_by(
+        "name"
+    ).first()
     if kind is None:
         messages.error(request, "There is no kind of notification yet: add one in the admin first.")
         return redirect("frontend:templates")

@@ -90,6 +90,11 @@ class Kind(models.Model):
         return self.channels[0]
 
     @property
+    def declared_params(self) -> list[tuple[str, dict]]:
+        """``params`` as (name, spec) pairs: templates cannot say ``params.items`` when a param is called "items"."""
+        return sorted(self.params.items())
+
+    @property
     def bypasses_user_policy(self) -> bool:
         """Security messages and OTPs ignore quiet hours, user rate limits and opt-outs (DESIGN.md §2)."""
         return self.category == Category.SECURITY

@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from backend.notifications.models.kind import Channel, Kind
@@ -48,3 +49,11 @@ class TemplateVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind.name}/{self.language}/{self.channel} v{self.version}"
+
+    def clean(self) -> None:
+        from backend.notifications.rendering import text_problem
+
+        errors = {part: text_problem(getattr(self, part)) for part in ("subject", "text_body", "html_body")}
+        errors = {part: problem for part, problem in errors.items() if problem}
+        if errors:
+            raise ValidationError(errors)
