@@ -184,6 +184,11 @@ def test_a_body_over_the_size_limit_is_a_413(api, settings):
     assert (response.status_code, response.json()["message"]) == (413, "The body is larger than 1000 bytes.")
 
 
+def test_a_post_to_an_unknown_api_url_is_a_json_404_not_a_csrf_page(client):
+    response = client.post("/api/v1/nope", "{}", content_type="application/json", enforce_csrf_checks=True)
+    assert (response.status_code, response.json()["error"]) == (404, "not_found")
+
+
 @pytest.mark.parametrize("path", ["/api/v1/notifications/", "/api/v1/", "/api/v2/notifications", "/api/v1/users/x/"])
 def test_unknown_api_urls_answer_json_even_in_debug(api, settings, path):
     settings.DEBUG = True

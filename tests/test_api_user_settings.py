@@ -94,3 +94,24 @@ def test_a_web_push_subscription_needs_an_endpoint_and_keys(api):
 def test_an_fcm_device_needs_a_token(api):
     response = api.put("/api/v1/users/u-ar-1/devices", {"platform": "fcm"}, format="json")
     assert response.json()["fields"] == {"token": ["Required for fcm devices."]}
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        ({"platform": "webpush", "subscription": {"endpoint": "http://169.254.169.254/latest",
+                                                  "keys": {"p256dh": "x", "auth": "y"}}},
+         {"subscription": ["refused URL 'http://169.254.169.254/latest': 169.254.169.254 resolves to the "
+                           "non-public address 169.254.169.254"]}),
+        ({"platform": "fcm", "token": "t", "subscription": {}}, {"subscription": ["Only for webpush devices."]}),
+    ],
+)  # fmt: skip
+def test_devices_that_cannot_work_are_refused(api, body, fields):
+    response = api.put("/api/v1/users/u-ar-1/devices", body, format="json")
+    assert (response.status_code, response.json()["fields"]) == (422, fields)
+
+
+@pytest.mark.parametrize("value", ["no", 0, "off", None])
+def test_preference_values_are_json_booleans(api, value):
+    response = api.put("/api/v1/users/u-ar-1/preferences", {"channels": {"promo": {"email": value}}}, format="json")
+    assert response.status_code == 422

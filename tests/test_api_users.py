@@ -91,6 +91,7 @@ def test_an_empty_body_does_not_erase_the_record(api):
         ("%20u-9", "May not start or end with spaces."),
         ("u%00x", "May not contain control characters or invalid UTF-8."),
         ("u%EF%BF%BDx", "May not contain control characters or invalid UTF-8."),  # U+FFFD: daphne's undecodable byte
+        ("u%E2%80%AEx", "May not contain bidirectional control characters."),  # U+202E RIGHT-TO-LEFT OVERRIDE
     ],
 )
 def test_user_ids_in_the_url_follow_the_same_rules(api, path, message):

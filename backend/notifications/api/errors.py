@@ -8,6 +8,7 @@
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -75,6 +76,7 @@ def exception_handler(exc, context):
     return response
 
 
+@csrf_exempt  # a POST to a wrong URL is a 404, not a CSRF page: API callers send no cookies
 def api_not_found(request, *args, **kwargs):
     """Any URL under /api/ that names no resource (a catch-all route, so DEBUG pages never answer the API)."""
     return JsonResponse({"error": "not_found", "message": f"No such resource: {request.path}"}, status=404)

@@ -35,6 +35,9 @@ def time_zone_name(value: str) -> str:
     return value
 
 
+_BIDI_CONTROL_CLASSES = {"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}
+
+
 def user_id_problem(value: str) -> str | None:
     """Why ``value`` cannot be a user id (None when it can): the one rule for the URL and the body."""
     if not value:
@@ -45,6 +48,9 @@ def user_id_problem(value: str) -> str | None:
         return "May not start or end with spaces."
     if "\ufffd" in value or any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
         return "May not contain control characters or invalid UTF-8."
+    if any(unicodedata.bidirectional(c) in _BIDI_CONTROL_CLASSES for c in value):
+        # An override (U+202E) would make one id display as another in the admin and in logs.
+        return "May not contain bidirectional control characters."
     return None
 
 

@@ -16,6 +16,8 @@ from backend.notifications.api.serializers import (
     time_zone_name,
 )
 from backend.notifications.models import Device, Kind, Preference, Recipient
+from backend.notifications.providers.base import ProviderError
+from backend.notifications.providers.http import check_public_url
 
 _ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
 
@@ -31,6 +33,15 @@ def _json_object(request: Request) -> dict:
     if not isinstance(request.data, dict):
         raise ParseError("The body must be a JSON object.")
     return request.data
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true or false only (DRF would also take "no", 0, "off")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            raise serializers.ValidationError("Must be true or false.")
+        return data
 
 
 class QuietHoursSerializer(StrictSerializer):
@@ -51,7 +62,7 @@ class PreferencesSerializer(StrictSerializer):
     time_zone = StrictCharField(required=False, max_length=64, validators=[time_zone_name])
     quiet_hours = QuietHoursSerializer(required=False, allow_null=True)
     channels = serializers.DictField(
-        child=serializers.DictField(child=serializers.BooleanField()),
+        child=serializers.DictField(child=StrictBooleanField()),
         required=False,
         help_text='{"promo": {"email": false, "push": true}}',
     )
@@ -130,6 +141,8 @@ class DeviceSerializer(StrictSerializer):
         if attrs["platform"] == Device.Platform.FCM:
             if not attrs.get("token"):
                 raise serializers.ValidationError({"token": ["Required for fcm devices."]})
+            if "subscription" in attrs:
+                raise serializers.ValidationError({"subscription": ["Only for webpush devices."]})
             attrs["subscription"] = {}
             return attrs
         sub = attrs.get("subscription") or {}
@@ -140,6 +153,10 @@ class DeviceSerializer(StrictSerializer):
             )
         if not isinstance(keys, dict) or not all(isinstance(keys.get(k), str) and keys[k] for k in ("p256dh", "auth")):
             raise serializers.ValidationError({"subscription": ['Needs "keys": {"p256dh": …, "auth": …}.']})
+        try:
+            check_public_url(endpoint, resolve=False)
+        except ProviderError as exc:
+            raise serializers.ValidationError({"subscription": [str(exc)]}) from None
         attrs["token"] = endpoint
         attrs["subscription"] = {"endpoint": endpoint, "keys": {"p256dh": keys["p256dh"], "auth": keys["auth"]}}
         return attrs

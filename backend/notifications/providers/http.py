@@ -31,19 +31,31 @@ def session() -> requests.Session:
     return _local.session
 
 
-def check_public_url(url: str) -> None:
-    """Raise a permanent ``ProviderError`` when ``url`` is not https/http or resolves to a private address."""
+def check_public_url(url: str, resolve: bool = True) -> None:
+    """Raise a permanent ``ProviderError`` when ``url`` is not https/http or points at a non-public address.
+
+    ``resolve`` False checks only what the URL itself says (a literal IP, localhost), without DNS: for
+    registering a device, where a lookup failure must not refuse it; the send path resolves.
+    """
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ProviderError(f"refused URL {url!r}: not an http(s) URL", permanent=True, address_invalid=True)
     if settings.NOTIFY["ALLOW_PRIVATE_PUSH_ENDPOINTS"]:
         return
-    try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
-        raise ProviderError(f"cannot resolve {parts.hostname}: {exc}", permanent=False) from exc
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
+    if resolve:
+        try:
+            infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
+        except socket.gaierror as exc:
+            raise ProviderError(f"cannot resolve {parts.hostname}: {exc}", permanent=False) from exc
+        addresses = [ipaddress.ip_address(info[4][0]) for info in infos]
+    elif parts.hostname == "localhost":
+        addresses = [ipaddress.ip_address("127.0.0.1")]
+    else:
+        try:
+            addresses = [ipaddress.ip_address(parts.hostname)]
+        except ValueError:
+            return  # a name: checked when a message is sent
+    for address in addresses:
         if not address.is_global:
             raise ProviderError(
                 f"refused URL {url!r}: {parts.hostname} resolves to the non-public address {address}",

@@ -108,7 +108,17 @@ RECIPIENTS = [
 
 # Role → the admin permissions it needs; later issues give each role its own pages.
 GROUP_PERMISSIONS = {
-    "support agent": ["view_notification", "view_attempt", "view_statechange", "view_recipient"],
+    "support agent": [
+        "view_notification",
+        "view_attempt",
+        "view_statechange",
+        "view_recipient",
+        "view_device",
+        "view_deadletter",
+        "change_deadletter",  # change: the "Replay selected" action
+        "view_breakerevent",
+        "view_velocityalarm",
+    ],
     "template editor": ["view_kind", "view_templateversion", "add_templateversion", "change_templateversion"],
     "marketer": ["view_kind", "view_templateversion", "view_recipient"],
     "approver": ["view_kind", "view_templateversion", "view_recipient", "approve_templateversion"],
