@@ -84,7 +84,10 @@ class ActiveContent(HTMLParser):
             self.found.append(f"<{tag}>")
         if tag == "iframe":
             self.frames.append(attributes)
-        if tag == "link" and attributes.get("rel") != "stylesheet":
+        href = attributes.get("href") or ""
+        own = href.startswith("/") and not href.startswith("//")
+        if tag == "link" and not (attributes.get("rel") in ("stylesheet", "icon") and own):
+            # The site's own stylesheet and icon only: any other link could load or prefetch a payload.
             self.found.append(f"<link {attrs}>")
         if tag == "meta" and "http-equiv" in attributes:
             self.found.append(f"<meta {attrs}>")
