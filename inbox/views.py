@@ -15,6 +15,7 @@ from django.utils import timezone, translation
 from django.views.decorators.http import require_GET, require_POST
 
 from backend.notifications.models import Recipient
+from frontend.signed_pages import link_error
 from inbox import actions, queries, tokens
 
 
@@ -55,8 +56,22 @@ def _render(request, template: str, recipient: Recipient, context: dict) -> Http
     return response
 
 
+def _link_error_page(request, link: str) -> HttpResponse | None:
+    """The clear 400 (not valid) / 410 (expired) page a person gets for a bad link, as the preference center does."""
+    try:
+        tokens.user_for_link(link)
+    except tokens.ExpiredToken:
+        return link_error(request, link, expired=True)
+    except tokens.InvalidToken:
+        return link_error(request, link, expired=False)
+    return None
+
+
 @require_GET
 def page(request, link: str):
+    problem = _link_error_page(request, link)
+    if problem is not None:
+        return problem
     recipient = _person(link)
     context = _list_context(link, recipient)
     context["token"] = tokens.issue(recipient.user_id).value

@@ -100,12 +100,15 @@ def test_another_persons_message_is_404_on_my_page(client, shipped):
     assert InboxMessage.objects.get(pk=theirs.pk).read_at is None
 
 
-def test_a_bad_or_expired_link_is_404(client, settings):
-    assert client.get("/inbox/not-a-link/").status_code == 404
-    assert client.get(f"/inbox/{tokens.issue('u-ar-1').value}/").status_code == 404  # a socket token is not a link
+def test_a_bad_or_expired_link_gets_a_page_that_says_which(client, settings):
+    bad = client.get("/inbox/not-a-link/")
+    assert bad.status_code == 400
+    assert "This link is not valid" in bad.content.decode()
+    assert client.get(f"/inbox/{tokens.issue('u-ar-1').value}/").status_code == 400  # a socket token is not a link
     with time_machine.travel(timezone.now() - timedelta(days=8), tick=False):
         old = tokens.page_link("u-ar-1")
-    assert client.get(f"/inbox/{old}/").status_code == 404
+    expired = client.get(f"/inbox/{old}/")
+    assert expired.status_code == 410
 
 
 def test_the_widget_gets_a_fresh_token_with_a_csrf_protected_post(shipped):
