@@ -17,11 +17,10 @@ the call: no network, no server process. The login session is made inside a
 transaction that is rolled back at the end.
 """
 
-import argparse
-import math
 import os
-import sys
 import time
+
+from backend.bench.harness import client_benchmark_main, nearest_rank
 
 COUNTRY = "SA"
 TARGET_MS = 50.0
@@ -37,11 +36,6 @@ TEXTS = {
     # Pasted from a word processor: ~250 look-alikes, each one a fix button in the highlighted copy.
     "smart punctuation": ("“Hi” – it’s on its way… " * 50)[:_FILL] + _TAIL,
 }
-
-
-def percentile(sorted_ms: list[float], q: float) -> float:
-    """Nearest-rank percentile ``q`` (0–100) of an ascending list."""
-    return sorted_ms[max(0, math.ceil(q / 100 * len(sorted_ms)) - 1)]
 
 
 def measure(client, text: str, calls: int) -> tuple[list[float], str]:
@@ -85,7 +79,7 @@ def run(calls: int) -> bool:
         client.force_login(editor)
         for name, text in TEXTS.items():
             timings, html = measure(client, text, calls)
-            p50, p95, p99 = (percentile(timings, q) for q in (50, 95, 99))
+            p50, p95, p99 = (nearest_rank(timings, q) for q in (50, 95, 99))
             ok = ok and p95 <= TARGET_MS
             encoding, segments = _figure(html, "sms-encoding"), _figure(html, "sms-segments")
             worst = _figure(html, "sms-worst-segments")
@@ -98,16 +92,7 @@ def run(calls: int) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300, help="measured calls per text (default 300)")
-    args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
-    import django
-    from django.test.utils import setup_test_environment
-
-    django.setup()
-    setup_test_environment()  # lets the test client's host "testserver" through ALLOWED_HOSTS
-    sys.exit(0 if run(args.calls) else 1)
+    client_benchmark_main(run, __doc__.splitlines()[0], default_calls=300)
 
 
 if __name__ == "__main__":

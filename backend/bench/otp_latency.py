@@ -18,7 +18,6 @@ for the high tier; both tiers go to the same SMS provider, as in production.
 import argparse
 import json
 import os
-import statistics
 import struct
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import uuid
 from pathlib import Path
 
 import django
+
+from backend.bench.harness import interpolated
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,10 +116,6 @@ def _build_backlog(size: int, batch: int = 20000) -> None:
         made += n
 
 
-def _percentile(values: list[float], q: int) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backlog", type=int, default=100_000)
@@ -182,8 +179,8 @@ def main() -> None:
         print(f"OTPs sent: {len(latencies)}/{len(otp_ids)} while the backlog drained")
         if latencies:
             print(
-                f"OTP latency accept → provider call: p50 {_percentile(latencies, 50):.0f} ms, "
-                f"p95 {_percentile(latencies, 95):.0f} ms, p99 {_percentile(latencies, 99):.0f} ms"
+                f"OTP latency accept → provider call: p50 {interpolated(latencies, 50):.0f} ms, "
+                f"p95 {interpolated(latencies, 95):.0f} ms, p99 {interpolated(latencies, 99):.0f} ms"
             )
         print(f"standard tier drained {drained:,} in {elapsed:.1f} s = {drained / elapsed:.0f}/s; {left:,} left")
         print(f"(budget {args.budget:.0f}/s, {args.standard_workers}×8 standard + 1×4 high worker threads, "

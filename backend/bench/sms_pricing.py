@@ -14,11 +14,10 @@ but Django; the API client it needs is created inside a transaction that is
 rolled back at the end, so the database is left as it was.
 """
 
-import argparse
-import math
 import os
-import sys
 import time
+
+from backend.bench.harness import client_benchmark_main, nearest_rank
 
 TO = "+966501234567"
 TEXTS = {
@@ -29,11 +28,6 @@ TEXTS = {
 }
 TARGET_MS = 50.0
 WARM_UP = 20
-
-
-def percentile(sorted_ms: list[float], q: float) -> float:
-    """Nearest-rank percentile ``q`` (0–100) of an ascending list."""
-    return sorted_ms[max(0, math.ceil(q / 100 * len(sorted_ms)) - 1)]
 
 
 def measure(client, key: str, text: str, calls: int) -> tuple[list[float], dict]:
@@ -70,7 +64,7 @@ def run(calls: int) -> bool:
         client = Client()
         for name, text in TEXTS.items():
             timings, answer = measure(client, key, text, calls)
-            p50, p95, p99 = (percentile(timings, q) for q in (50, 95, 99))
+            p50, p95, p99 = (nearest_rank(timings, q) for q in (50, 95, 99))
             ok = ok and p99 <= TARGET_MS
             print(f"{name:<22} {answer['encoding']:<8} {answer['segments']:>8} {p50:>8.2f} {p95:>8.2f} {p99:>8.2f}")
         transaction.set_rollback(True)
@@ -79,16 +73,7 @@ def run(calls: int) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=500, help="measured calls per text (default 500)")
-    args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
-    import django
-    from django.test.utils import setup_test_environment
-
-    django.setup()
-    setup_test_environment()  # lets the test client's host "testserver" through ALLOWED_HOSTS
-    sys.exit(0 if run(args.calls) else 1)
+    client_benchmark_main(run, __doc__.splitlines()[0], default_calls=500)
 
 
 if __name__ == "__main__":

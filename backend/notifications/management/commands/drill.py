@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 from django.utils import timezone
 
+from backend.bench.harness import interpolated
 from backend.notifications import actions
 from backend.notifications.models import BreakerEvent, DeadLetter, Device, Notification, Recipient, State
 
@@ -27,12 +27,6 @@ def _stub(url: str, path: str, method: str = "GET", body: dict | None = None):
     request = urllib.request.Request(url + path, data=data, method=method, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=5) as response:
         return json.loads(response.read() or b"null")
-
-
-def _percentile(values: list[float], q: int) -> float:
-    if len(values) < 2:
-        return values[0] if values else 0.0
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 class Command(BaseCommand):
@@ -175,7 +169,7 @@ class Command(BaseCommand):
                 for created, sent in rows.filter(priority=tier, state=State.SENT).values_list("created_at", "sent_at")
             ]
             if latencies:
-                out(f"  {tier:<9} p50 {_percentile(latencies, 50):8.0f}   p95 {_percentile(latencies, 95):8.0f}"
+                out(f"  {tier:<9} p50 {interpolated(latencies, 50):8.0f}   p95 {interpolated(latencies, 95):8.0f}"
                     f"   n={len(latencies)}")  # fmt: skip
         recovered = rows.filter(state_changes__reason="visibility-timeout").distinct().count()
         out(f"== recovered by the sweeper after a lost worker: {recovered}")

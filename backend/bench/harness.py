@@ -1,0 +1,36 @@
+"""What the benchmark scripts share: percentiles and the start-up of a Django-test-client benchmark."""
+
+import argparse
+import math
+import os
+import statistics
+import sys
+from collections.abc import Callable
+
+
+def nearest_rank(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile ``q`` (0–100) of an ascending list: a value that was measured."""
+    return sorted_values[max(0, math.ceil(q / 100 * len(sorted_values)) - 1)]
+
+
+def interpolated(values: list[float], q: int) -> float:
+    """Percentile ``q`` (1–99) interpolated between samples (``statistics.quantiles``, inclusive); 0.0 when empty."""
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def client_benchmark_main(run: Callable[[int], bool], description: str, default_calls: int) -> None:
+    """Parse ``--calls``, set Django up for its test client, run ``run(calls)`` and exit 0 when the target was met."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--calls", type=int, default=default_calls, help=f"measured calls per text (default {default_calls})"
+    )
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
+    import django
+    from django.test.utils import setup_test_environment
+
+    django.setup()
+    setup_test_environment()  # lets the test client's host "testserver" through ALLOWED_HOSTS
+    sys.exit(0 if run(args.calls) else 1)
