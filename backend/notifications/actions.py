@@ -260,16 +260,15 @@ def _enqueue_on_commit(notification: Notification, delay: float | None = None) -
 
 def claim(notification: Notification) -> bool:
     """Move a queued notification to ``sending`` for this worker; False when another got it first."""
-    now = timezone.now()
-    with transaction.atomic():
-        claimed = Notification.objects.filter(pk=notification.pk, state=State.QUEUED).update(
-            state=State.SENDING, sending_at=now, updated_at=now
-        )
-        if claimed:
-            _record(notification, State.QUEUED, State.SENDING)
-    if claimed:
-        notification.state, notification.sending_at = State.SENDING, now
-    return bool(claimed)
+    return _transition(notification, State.SENDING, None, from_state=State.QUEUED, sending_at=timezone.now())
+
+
+def release(notification_id, from_state: str, reason: str, where: dict[str, Any] | None = None) -> bool:
+    """Put a notification whose task may be lost back in its queue, due now (the sweeper's move)."""
+    return _transition(
+        Notification(pk=notification_id), State.QUEUED, reason, from_state=from_state, where=where,
+        queued_at=timezone.now(),
+    )  # fmt: skip
 
 
 def start_attempt(
@@ -299,18 +298,31 @@ def finish_attempt(attempt: Attempt, result: str, latency_ms: int, error: str = 
 
 
 def _transition(
-    notification: Notification, to_state: str, reason: str = "", from_state: str = State.SENDING, **fields: Any
+    notification: Notification,
+    to_state: str,
+    reason: str | None = "",
+    from_state: str = State.SENDING,
+    where: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> bool:
-    """Move a notification from ``from_state`` to ``to_state``; False when someone else moved it first."""
+    """Move a notification from ``from_state`` to ``to_state``; False when someone else moved it first.
+
+    A conditional UPDATE (plus ``where`` filters) and its StateChange, in one transaction. ``reason``
+    None leaves the row's reason as it is (and records none in the history).
+    """
     now = timezone.now()
+    if reason is not None:
+        fields["reason"] = reason
     with transaction.atomic():
-        moved = Notification.objects.filter(pk=notification.pk, state=from_state).update(
-            state=to_state, reason=reason, updated_at=now, **fields
+        moved = Notification.objects.filter(pk=notification.pk, state=from_state, **(where or {})).update(
+            state=to_state, updated_at=now, **fields
         )
         if moved:
-            _record(notification, from_state, to_state, reason)
+            _record(notification, from_state, to_state, reason or "")
     if moved:
-        notification.state, notification.reason = to_state, reason
+        notification.state = to_state
+        for name, value in fields.items():
+            setattr(notification, name, value)
     return bool(moved)
 
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from backend.notifications.models import Notification, State, StateChange
+from backend.notifications import actions
+from backend.notifications.models import Notification, State
 from backend.notifications.queues import HUEYS
 from backend.notifications.tasks import enqueue_delivery
 
@@ -35,18 +35,7 @@ class SweepReport:
 
 def _move(ids: list, from_state: str, reason: str, **filters) -> list:
     """Conditionally move rows back to queued (due now); return the ids this sweep moved."""
-    now = timezone.now()
-    moved = []
-    for pk in ids:
-        with transaction.atomic():
-            if Notification.objects.filter(pk=pk, state=from_state, **filters).update(
-                state=State.QUEUED, reason=reason, queued_at=now, updated_at=now
-            ):
-                StateChange.objects.create(
-                    notification_id=pk, from_state=from_state, to_state=State.QUEUED, reason=reason
-                )
-                moved.append(pk)
-    return moved
+    return [pk for pk in ids if actions.release(pk, from_state, reason, where=filters)]
 
 
 def _enqueue(ids: list) -> None:
