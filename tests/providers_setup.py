@@ -7,7 +7,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from backend.notifications.providers.webpush import generate_vapid_private_key
+from backend.stubs.providers_file import stub_providers_toml
 
 
 def b64url(data: bytes) -> str:
@@ -23,29 +23,5 @@ def browser_subscription(stub_url: str, name: str) -> dict:
 
 def write_providers_file(path: Path, stub_url: str, **overrides: dict) -> Path:
     """Twilio (primary) and Vonage (backup) for SMS, FCM and Web Push for push, all on the stub."""
-    providers = {
-        "twilio": {"type": "twilio", "base_url": stub_url, "account_sid": "ACtest", "auth_token": "secret",
-                   "from": "+15005550006", "timeout": 2.0},
-        "vonage": {"type": "vonage", "base_url": stub_url, "api_key": "k", "api_secret": "s", "from": "Notify",
-                   "timeout": 2.0},
-        "fcm": {"type": "fcm", "base_url": stub_url, "project_id": "demo", "access_token": "t", "timeout": 2.0},
-        "webpush": {"type": "webpush", "vapid_private_key": generate_vapid_private_key(),
-                    "vapid_subject": "mailto:ops@example.com", "timeout": 2.0},
-    }  # fmt: skip
-    for name, values in overrides.items():
-        providers[name] = {**providers[name], **values}
-    lines = ["[channels]", 'sms = ["twilio", "vonage"]', 'push = ["fcm", "webpush"]', ""]
-    for name, table in providers.items():
-        lines.append(f"[providers.{name}]")
-        lines += [f"{key} = {_toml(value)}" for key, value in table.items()]
-        lines.append("")
-    path.write_text("\n".join(lines))
+    path.write_text(stub_providers_toml(stub_url, timeout=2.0, **overrides))
     return path
-
-
-def _toml(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -30,6 +30,7 @@ from pathlib import Path
 import django
 
 from backend.bench.harness import interpolated
+from backend.stubs.providers_file import stub_providers_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,23 +43,8 @@ def _setup_django() -> None:
 
 def _providers_file(stub: str, budget: float) -> str:
     path = Path(tempfile.mkdtemp()) / "providers.toml"
-    path.write_text(
-        f"""[channels]
-sms = ["twilio"]
-
-[providers.twilio]
-type = "twilio"
-base_url = "{stub}"
-account_sid = "ACbench"
-auth_token = "bench"
-from = "+15005550006"
-rate = {budget}
-burst = {budget}
-high_share = 0.2
-concurrency = 64
-timeout = 5.0
-"""
-    )
+    twilio = {"rate": budget, "burst": budget, "high_share": 0.2, "concurrency": 64}
+    path.write_text(stub_providers_toml(stub, timeout=5.0, routes={"sms": ["twilio"]}, twilio=twilio))
     return str(path)
 
 

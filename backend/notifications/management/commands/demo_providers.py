@@ -2,54 +2,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
-from backend.notifications.providers.webpush import generate_vapid_private_key
+from backend.stubs.providers_file import stub_providers_toml
 
-TEMPLATE = """\
-# Written by `manage.py demo_providers` for the demo: every provider on the local stub
-# (`manage.py provider_stub`). The format is documented in README.md ("Providers file").
-[channels]
-sms = ["twilio", "vonage"]
-push = ["fcm", "webpush"]
-
-[providers.twilio]
-type = "twilio"
-base_url = "{stub}"
-account_sid = "ACdemo"
-auth_token = "demo"
-from = "+15005550006"
-rate = 50
-burst = 50
-high_share = 0.3
-concurrency = 20
-timeout = 3.0
-
-[providers.vonage]
-type = "vonage"
-base_url = "{stub}"
-api_key = "demo"
-api_secret = "demo"
-from = "Notify"
-rate = 50
-burst = 50
-high_share = 0.3
-concurrency = 20
-timeout = 3.0
-
-[providers.fcm]
-type = "fcm"
-base_url = "{stub}"
-project_id = "demo"
-access_token = "demo"
-rate = 100
-concurrency = 20
-timeout = 3.0
-
-[providers.webpush]
-type = "webpush"
-vapid_private_key = "{vapid}"
-vapid_subject = "mailto:ops@example.com"
-timeout = 3.0
-"""
+# The demo's budgets: small enough that the drill shows the token bucket and the high-tier reserve at work.
+SMS_BUDGET = {"rate": 50, "burst": 50, "high_share": 0.3, "concurrency": 20}
 
 
 class Command(BaseCommand):
@@ -63,5 +19,9 @@ class Command(BaseCommand):
 
     def handle(self, stub_url: str, out: str, **options):
         path = Path(out)
-        path.write_text(TEMPLATE.format(stub=stub_url.rstrip("/"), vapid=generate_vapid_private_key()))
+        text = stub_providers_toml(
+            stub_url.rstrip("/"), timeout=3.0, twilio=SMS_BUDGET, vonage=SMS_BUDGET,
+            fcm={"rate": 100, "concurrency": 20},
+        )  # fmt: skip
+        path.write_text("# Written by `manage.py demo_providers`: every provider on the local stub.\n" + text)
         self.stdout.write(f"Providers file written to {path}.")
