@@ -216,10 +216,11 @@ def quiet_hours(request: HttpRequest, recipient: Recipient, token: str) -> HttpR
         end = _parse_time(request.POST.get("end", DEFAULT_QUIET_HOURS[1].strftime("%H:%M")))
         if start is None or end is None:
             return _refused(request, token, _("Enter a start and an end time."))
-        if start == end:
-            return _refused(request, token, _("Quiet hours must end at a different time than they start."))
     was_on = recipient.quiet_hours_start is not None
-    actions.set_quiet_hours(recipient, start, end)
+    try:
+        actions.set_quiet_hours(recipient, start, end)
+    except actions.PreferenceRefused:  # the only rule left to break: an empty window (start == end)
+        return _refused(request, token, _("Quiet hours must end at a different time than they start."))
     if was_on == (start is not None):
         return _saved(request, token)  # times edited: leave the inputs alone (the person may be typing in them)
     return _saved(request, token, quiet=_quiet_context(recipient))  # switched: enable or disable the times
