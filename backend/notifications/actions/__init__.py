@@ -1,0 +1,72 @@
+"""Every state change of a notification, each atomic and recorded as a StateChange.
+
+Views and workers call these; nothing else writes ``Notification.state``.
+One module per topic: ``accept`` (the send path), ``delivery`` (worker
+transitions), ``templates`` (drafts and approval), ``preferences`` (contact
+data, preferences, devices); ``transitions`` holds the conditional UPDATE they
+all use.
+"""
+
+from backend.notifications.actions.accept import (
+    Accepted,
+    AcceptError,
+    IdempotencyConflict,
+    SendRequest,
+    accept,
+    scope_of,
+)
+from backend.notifications.actions.delivery import (
+    claim,
+    dead_letter,
+    disable_address,
+    expire,
+    finish_attempt,
+    mark_failed,
+    mark_sent,
+    release,
+    replay,
+    requeue_for_retry,
+    start_attempt,
+)
+from backend.notifications.actions.preferences import (
+    PreferenceRefused,
+    check_preference,
+    register_device,
+    set_locale,
+    set_preference,
+    set_quiet_hours,
+    update_preferences,
+    upsert_recipient,
+)
+from backend.notifications.actions.templates import ApprovalRefused, approve_template, save_template_draft
+
+__all__ = [
+    "AcceptError",
+    "Accepted",
+    "ApprovalRefused",
+    "IdempotencyConflict",
+    "PreferenceRefused",
+    "SendRequest",
+    "accept",
+    "approve_template",
+    "check_preference",
+    "claim",
+    "dead_letter",
+    "disable_address",
+    "expire",
+    "finish_attempt",
+    "mark_failed",
+    "mark_sent",
+    "register_device",
+    "release",
+    "replay",
+    "requeue_for_retry",
+    "save_template_draft",
+    "scope_of",
+    "set_locale",
+    "set_preference",
+    "set_quiet_hours",
+    "start_attempt",
+    "update_preferences",
+    "upsert_recipient",
+]

@@ -1,0 +1,220 @@
+"""Acceptance: a send request becomes a stored notification (or the original, for a duplicate)."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from backend.notifications import idempotency, policy, rendering
+from backend.notifications.actions.transitions import enqueue_on_commit, record_state_change
+from backend.notifications.models import (
+    ApiClient,
+    Kind,
+    Notification,
+    Priority,
+    Recipient,
+    State,
+    TemplateVersion,
+)
+from backend.notifications.providers.base import provider_for_channel
+
+
+class AcceptError(Exception):
+    """The request is well formed but cannot be accepted; ``field`` names the culprit.
+
+    The API answers 422 with ``message`` under ``field``.
+    """
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class IdempotencyConflict(Exception):
+    """The idempotency key was already used with a different request (HTTP 422)."""
+
+
+def scope_of(client: ApiClient | None) -> str:
+    """The idempotency scope of a caller: each API client has its own key space."""
+    return f"client:{client.pk}" if client is not None else "internal"
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    """A validated ``POST /api/v1/notifications``; ``send_at`` is aware or None."""
+
+    idempotency_key: str
+    user_id: str
+    kind: str
+    params: dict[str, Any]
+    channel: str | None
+    priority: str | None
+    send_at: datetime | None
+
+    @property
+    def hash(self) -> str:
+        return idempotency.request_hash(
+            {
+                "user_id": self.user_id,
+                "kind": self.kind,
+                "params": self.params,
+                "channel": self.channel,
+                "priority": self.priority,
+                "send_at": self.send_at.isoformat() if self.send_at else None,
+            }
+        )
+
+
+@dataclass(frozen=True)
+class Accepted:
+    notification: Notification
+    duplicate: bool
+
+
+def _original(request: SendRequest, scope: str) -> Notification | None:
+    original = Notification.objects.filter(idempotency_scope=scope, idempotency_key=request.idempotency_key).first()
+    if original is not None and original.request_hash != request.hash:
+        raise IdempotencyConflict(
+            f"{request.idempotency_key!r} was already used for a different request; use a new key for a new event."
+        )
+    return original
+
+
+def _lookup(request: SendRequest) -> tuple[Kind, Recipient]:
+    kind = Kind.objects.filter(name=request.kind).first()
+    if kind is None:
+        raise AcceptError("kind", f"unknown kind {request.kind!r}")
+    recipient = Recipient.objects.filter(user_id=request.user_id).first()
+    if recipient is None:
+        raise AcceptError(
+            "user_id", f"unknown user {request.user_id!r}: create it first with PUT /api/v1/users/{{user_id}}"
+        )
+    if request.channel and provider_for_channel(request.channel) is None:
+        raise AcceptError("channel", f"no provider is configured for channel {request.channel!r}")
+    return kind, recipient
+
+
+def _check_declared_lengths(kind: Kind, params: dict) -> None:
+    """Params longer than the kind declares are refused: templates are priced for that worst case."""
+    for name, spec in kind.params.items():
+        value, limit = params.get(name), spec.get("max_length")
+        if isinstance(value, str | int | float) and limit and len(str(value)) > limit:
+            raise AcceptError("params", f"{name}: at most {limit} characters for kind {kind.name!r}.")
+
+
+def _render_check(
+    kind: Kind, recipient: Recipient, channel: str, params: dict, required: bool
+) -> tuple[TemplateVersion | None, str]:
+    """The template version to send and the start of its text; raises AcceptError when it cannot render.
+
+    ``required`` False (a suppressed notification) tolerates a missing template but still checks params.
+    """
+    version = rendering.select_version(kind, channel, recipient.language)
+    if version is None:
+        if not required:
+            return None, ""
+        raise AcceptError(
+            "kind",
+            f"kind {kind.name!r} has no approved {channel} template in {recipient.language!r} or "
+            f"{kind.default_language!r}",
+        )
+    try:
+        rendered = rendering.render(version, params)
+    except rendering.RenderError as exc:
+        if exc.caused_by_params:
+            raise AcceptError("params", str(exc)) from exc
+        # The template, not the caller, is broken: say so, and whom to tell.
+        raise AcceptError(
+            "kind", f"the approved template {version} cannot be rendered ({exc}); ask the template editors to fix it"
+        ) from exc
+    return version, (rendered.subject or rendered.text)[:200]
+
+
+def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
+    """Store a notification and enqueue it on its tier once the row is committed.
+
+    Idempotent by ``request.idempotency_key``: the same key and request give
+    back the original (``duplicate=True``), also under concurrency, where
+    the UNIQUE constraint makes every loser of the race read the winner's row.
+    Raises ``AcceptError`` (unknown kind/user, unrenderable params) and
+    ``IdempotencyConflict`` (same key, different request).
+    """
+    scope = scope_of(client)
+    if not idempotency.first_sighting(scope, request.idempotency_key):
+        original = _original(request, scope)
+        if original is not None:
+            return Accepted(original, duplicate=True)
+    kind, recipient = _lookup(request)
+    _check_declared_lengths(kind, request.params)
+    routed = policy.route(kind, recipient, request.channel)
+    version, preview = _render_check(kind, recipient, routed.channel, request.params, required=not routed.reason)
+    now = timezone.now()
+    priority = request.priority or kind.priority
+    decision = policy.decide(kind, recipient, routed, priority, request.send_at, now)
+    history_reason = decision.reason or (f"fallback: {'; '.join(routed.skipped)}" if routed.skipped else "")
+    try:
+        with transaction.atomic():
+            notification = Notification.objects.create(
+                idempotency_key=request.idempotency_key,
+                idempotency_scope=scope,
+                request_hash=request.hash,
+                client=client,
+                recipient=recipient,
+                kind=kind,
+                channel=routed.channel,
+                priority=priority,
+                params=request.params,
+                send_at=decision.send_at or request.send_at,
+                state=decision.state,
+                reason=decision.reason,
+                template_version=version,
+                preview=preview,
+                queued_at=now if decision.state == State.QUEUED else None,
+            )
+            record_state_change(notification, "", decision.state, history_reason[:64])
+            if decision.digest_at is not None:
+                _fold_into_digest(notification, decision.digest_at)
+            if decision.state == State.QUEUED:
+                enqueue_on_commit(notification)
+    except IntegrityError:
+        original = _original(request, scope)
+        if original is None:
+            raise
+        return Accepted(original, duplicate=True)
+    return Accepted(notification, duplicate=False)
+
+
+def _fold_into_digest(notification: Notification, at: datetime) -> None:
+    """Add a rate-limited notification to the user's digest going out at ``at`` (created on first use).
+
+    Without a ``digest`` kind and a template for the channel, it stays plainly rate-limited.
+    """
+    digest_kind = Kind.objects.filter(name="digest").first()
+    recipient = notification.recipient
+    version = digest_kind and rendering.select_version(digest_kind, notification.channel, recipient.language)
+    if not version:
+        Notification.objects.filter(pk=notification.pk).update(reason="rate-limited")
+        notification.reason = "rate-limited"
+        return
+    key = f"digest:{recipient.pk}:{notification.kind.category}:{notification.channel}:{at:%Y%m%dT%H%M}"
+    digest, created = Notification.objects.get_or_create(
+        idempotency_scope="digest",
+        idempotency_key=key,
+        defaults={
+            "request_hash": "", "recipient": recipient, "kind": digest_kind, "channel": notification.channel,
+            "priority": Priority.STANDARD, "params": {"items": [], "count": 0}, "state": State.SCHEDULED,
+            "reason": "digest", "send_at": at, "template_version": version,
+        },
+    )  # fmt: skip
+    if created:
+        record_state_change(digest, "", State.SCHEDULED, "digest")
+    digest = Notification.objects.select_for_update().get(pk=digest.pk)
+    items = [*digest.params.get("items", []), notification.preview]
+    digest.params = {"items": items, "count": len(items)}
+    digest.preview = f"{len(items)}: {' · '.join(items)}"[:200]
+    digest.save(update_fields=["params", "preview", "updated_at"])
+    Notification.objects.filter(pk=notification.pk).update(digest=digest)
+    notification.digest = digest

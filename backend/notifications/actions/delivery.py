@@ -1,0 +1,142 @@
+"""Delivery transitions: claim, attempts, sent / failed / dead letter / expired, retries and replays.
+
+Claims are conditional UPDATEs (``filter(state=…).update(…)`` and a row
+count), so two workers holding the same id never both send.
+"""
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from backend.notifications.actions.transitions import enqueue_on_commit, transition
+from backend.notifications.models import (
+    Attempt,
+    Channel,
+    DeadLetter,
+    Device,
+    Notification,
+    Recipient,
+    State,
+)
+
+
+def claim(notification: Notification) -> bool:
+    """Move a queued notification to ``sending`` for this worker; False when another got it first."""
+    return transition(notification, State.SENDING, None, from_state=State.QUEUED, sending_at=timezone.now())
+
+
+def release(notification_id, from_state: str, reason: str, where: dict[str, Any] | None = None) -> bool:
+    """Put a notification whose task may be lost back in its queue, due now (the sweeper's move)."""
+    return transition(
+        Notification(pk=notification_id), State.QUEUED, reason, from_state=from_state, where=where,
+        queued_at=timezone.now(),
+    )  # fmt: skip
+
+
+def start_attempt(
+    notification: Notification, provider: str, device: Device | None = None, sms: dict[str, Any] | None = None
+) -> Attempt:
+    """Count the attempt and write its row before the provider is called (a crash leaves it without a result).
+
+    ``sms`` carries an SMS attempt's ``sms_encoding``, ``sms_segments``, ``cost`` and ``currency``.
+    """
+    Notification.objects.filter(pk=notification.pk).update(attempt_count=F("attempt_count") + 1)
+    notification.attempt_count += 1
+    return Attempt.objects.create(
+        notification=notification,
+        number=notification.attempt_count,
+        provider=provider,
+        device=device,
+        started_at=timezone.now(),
+        **(sms or {}),
+    )
+
+
+def finish_attempt(attempt: Attempt, result: str, latency_ms: int, error: str = "", provider_ref: str = "") -> None:
+    """Record a provider call's outcome on its attempt row with one targeted UPDATE."""
+    Attempt.objects.filter(pk=attempt.pk).update(
+        result=result, latency_ms=latency_ms, error=error[:2000], provider_ref=provider_ref
+    )
+
+
+def mark_sent(notification: Notification, provider: str, provider_ref: str, reason: str = "") -> bool:
+    """The provider accepted the message (``reason`` "sent-marker" when a crash hid that from the row)."""
+    return transition(
+        notification, State.SENT, reason, provider=provider, provider_ref=provider_ref, sent_at=timezone.now(),
+        last_error="",
+    )  # fmt: skip
+
+
+def mark_failed(notification: Notification, reason: str, error: str) -> bool:
+    """A permanent error, or no way to send: nothing more will be tried."""
+    return transition(notification, State.FAILED, reason, failed_at=timezone.now(), last_error=error[:2000])
+
+
+def dead_letter(notification: Notification, provider: str, error: str) -> bool:
+    """The last attempt failed transiently: fail it and keep a dead letter support can replay."""
+    with transaction.atomic():
+        moved = mark_failed(notification, "attempts-exhausted", error)
+        if moved:
+            DeadLetter.objects.create(
+                notification=notification, provider=provider, last_error=error[:2000],
+                attempts=notification.attempt_count,
+            )  # fmt: skip
+    return moved
+
+
+def expire(notification: Notification, from_state: str = State.QUEUED) -> bool:
+    """Past its kind's validity window: it will never be handed to a provider."""
+    return transition(notification, State.EXPIRED, "validity-expired", from_state=from_state, expired_at=timezone.now())
+
+
+def requeue_for_retry(notification: Notification, delay: float, error: str) -> bool:
+    """Put a notification back in its queue after a transient error, due in ``delay`` seconds."""
+    due = timezone.now() + timedelta(seconds=delay)
+    with transaction.atomic():
+        moved = transition(notification, State.QUEUED, "retry", queued_at=due, last_error=error[:2000])
+        if moved:
+            enqueue_on_commit(notification, delay)
+    return moved
+
+
+def replay(letter: DeadLetter, by: str) -> str:
+    """Send a dead letter's notification again, with a fresh set of attempts.
+
+    Returns "replayed", "expired" (past its validity: never sent late) or
+    "skipped" (already replayed, or the notification moved on).
+    """
+    notification = letter.notification
+    with transaction.atomic():
+        if (
+            DeadLetter.objects.filter(pk=letter.pk, replayed_at__isnull=True).update(
+                replayed_at=timezone.now(), replayed_by=by[:150]
+            )
+            == 0
+        ):
+            return "skipped"
+        if notification.is_expired():
+            return "expired" if expire(notification, from_state=State.FAILED) else "skipped"
+        moved = transition(
+            notification, State.QUEUED, "replay", from_state=State.FAILED, queued_at=timezone.now(),
+            replayed_attempts=notification.attempt_count, failed_at=None,
+        )  # fmt: skip
+        if not moved:
+            return "skipped"
+        enqueue_on_commit(notification)
+    return "replayed"
+
+
+def disable_address(notification: Notification, device: Device | None, reason: str) -> None:
+    """A provider said the address is dead: stop using it until the contact data changes."""
+    now = timezone.now()
+    if device is not None:
+        Device.objects.filter(pk=device.pk).update(disabled_at=now, disabled_reason=reason[:255])
+    elif notification.channel == Channel.EMAIL:
+        Recipient.objects.filter(pk=notification.recipient_id).update(email_bounced_at=now, email_bounce=reason[:255])
+    elif notification.channel == Channel.SMS:
+        Recipient.objects.filter(pk=notification.recipient_id).update(
+            phone_disabled_at=now, phone_disabled_reason=reason[:255]
+        )

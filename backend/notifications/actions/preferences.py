@@ -1,0 +1,111 @@
+"""Contact data, preferences, quiet hours, language, time zone and devices of a recipient."""
+
+from datetime import time
+from typing import Any
+
+from django.db import transaction
+
+from backend.notifications import locales
+from backend.notifications.models import (
+    Device,
+    Kind,
+    Preference,
+    Recipient,
+)
+
+
+def upsert_recipient(user_id: str, data: dict[str, Any]) -> tuple[Recipient, bool]:
+    """Create or replace a recipient's contact data; a changed email or phone is usable again."""
+    with transaction.atomic():
+        recipient = Recipient.objects.select_for_update().filter(user_id=user_id).first()
+        if recipient is None:
+            return Recipient.objects.create(user_id=user_id, **data), True
+        if data.get("email") != recipient.email:
+            recipient.email_bounced_at, recipient.email_bounce = None, ""
+        if data.get("phone") != recipient.phone:
+            recipient.phone_disabled_at, recipient.phone_disabled_reason = None, ""
+        for field, value in data.items():
+            setattr(recipient, field, value)
+        recipient.save()
+    return recipient, False
+
+
+class PreferenceRefused(Exception):
+    """A preference that cannot be set (a security kind, a channel the kind does not use)."""
+
+
+def check_preference(kind: Kind, channel: str, enabled: bool) -> None:
+    """Raise ``PreferenceRefused`` unless ``kind`` on ``channel`` may be set to ``enabled``."""
+    if channel not in kind.channels:
+        raise PreferenceRefused(f"{kind.name} is not sent by {channel}; its channels are {', '.join(kind.channels)}.")
+    if not enabled and not kind.opt_out_allowed:
+        raise PreferenceRefused(f"{kind.name} is a security message and cannot be turned off.")
+
+
+def set_preference(recipient: Recipient, kind: Kind, channel: str, enabled: bool) -> Preference:
+    """Turn one kind on one channel on or off for a user; security kinds cannot be turned off.
+
+    Raises ``PreferenceRefused``.
+    """
+    check_preference(kind, channel, enabled)
+    preference, _ = Preference.objects.update_or_create(
+        recipient=recipient, kind=kind, channel=channel, defaults={"enabled": enabled}
+    )
+    return preference
+
+
+def update_preferences(recipient: Recipient, data: dict[str, Any], kinds: dict[str, Kind]) -> None:
+    """Apply a validated preferences document: only the fields it has change (all or nothing)."""
+    with transaction.atomic():
+        set_locale(recipient, language=data.get("language"), time_zone=data.get("time_zone"))
+        if "quiet_hours" in data:
+            hours = data["quiet_hours"] or {}
+            set_quiet_hours(recipient, hours.get("start"), hours.get("end"))
+        for name, channels in data.get("channels", {}).items():
+            for channel, enabled in channels.items():
+                set_preference(recipient, kinds[name], channel, enabled)
+
+
+def register_device(recipient: Recipient, platform: str, token: str, subscription: dict) -> tuple[Device, bool]:
+    """Register or refresh a push device; a token seen again is enabled again and belongs to this user now."""
+    device, created = Device.objects.update_or_create(
+        platform=platform,
+        token=token,
+        defaults={"recipient": recipient, "subscription": subscription, "disabled_at": None, "disabled_reason": ""},
+    )
+    return device, created
+
+
+def set_quiet_hours(recipient: Recipient, start: time | None, end: time | None) -> Recipient:
+    """Set the user's quiet hours (local wall times, e.g. 22:00–07:00) or turn them off with ``None, None``.
+
+    Raises ``PreferenceRefused`` for half a window or an empty one (start == end).
+    """
+    if (start is None) != (end is None):
+        raise PreferenceRefused("Quiet hours need both a start and an end time (or neither, to turn them off).")
+    if start is not None and start == end:
+        raise PreferenceRefused("Quiet hours must end at a different time than they start.")
+    recipient.quiet_hours_start, recipient.quiet_hours_end = start, end
+    recipient.save(update_fields=["quiet_hours_start", "quiet_hours_end", "updated_at"])
+    return recipient
+
+
+def set_locale(recipient: Recipient, *, language: str | None = None, time_zone: str | None = None) -> Recipient:
+    """Change the user's language (ISO 639-1) and/or time zone (IANA); ``None`` leaves one as it is.
+
+    Raises ``PreferenceRefused`` for a code or name Django or tzdata does not know.
+    """
+    fields = []
+    if language is not None:
+        if not locales.is_language(language):
+            raise PreferenceRefused(f"Unknown language code {language!r}; use an ISO 639-1 code such as en, ar or fa.")
+        recipient.language = language
+        fields.append("language")
+    if time_zone is not None:
+        if time_zone not in locales.time_zone_names():
+            raise PreferenceRefused(f"Unknown time zone {time_zone!r}; use an IANA name such as Asia/Riyadh.")
+        recipient.time_zone = time_zone
+        fields.append("time_zone")
+    if fields:
+        recipient.save(update_fields=[*fields, "updated_at"])
+    return recipient

@@ -1,0 +1,54 @@
+"""The one conditional-transition helper every state change uses, its history row and enqueue on commit."""
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from backend.notifications.models import (
+    Notification,
+    State,
+    StateChange,
+)
+
+
+def record_state_change(notification: Notification, from_state: str, to_state: str, reason: str = "") -> None:
+    """Write one row of the notification's state history."""
+    StateChange.objects.create(notification=notification, from_state=from_state, to_state=to_state, reason=reason)
+
+
+def enqueue_on_commit(notification: Notification, delay: float | None = None) -> None:
+    """Hand the notification's id to its tier's queue once the transaction commits (``delay`` in seconds)."""
+    from backend.notifications.tasks import enqueue_delivery
+
+    notification_id, tier = str(notification.pk), notification.priority
+    transaction.on_commit(lambda: enqueue_delivery(notification_id, tier, delay))
+
+
+def transition(
+    notification: Notification,
+    to_state: str,
+    reason: str | None = "",
+    from_state: str = State.SENDING,
+    where: dict[str, Any] | None = None,
+    **fields: Any,
+) -> bool:
+    """Move a notification from ``from_state`` to ``to_state``; False when someone else moved it first.
+
+    A conditional UPDATE (plus ``where`` filters) and its StateChange, in one transaction. ``reason``
+    None leaves the row's reason as it is (and records none in the history).
+    """
+    now = timezone.now()
+    if reason is not None:
+        fields["reason"] = reason
+    with transaction.atomic():
+        moved = Notification.objects.filter(pk=notification.pk, state=from_state, **(where or {})).update(
+            state=to_state, updated_at=now, **fields
+        )
+        if moved:
+            record_state_change(notification, from_state, to_state, reason or "")
+    if moved:
+        notification.state = to_state
+        for name, value in fields.items():
+            setattr(notification, name, value)
+    return bool(moved)
