@@ -1,20 +1,27 @@
 """Push to browsers by Web Push (RFC 8030) with VAPID (RFC 8292), encrypted by pywebpush (RFC 8291).
 
-The endpoint comes from the browser's subscription, so it is checked
-against private addresses before any request (providers/http.py). A 201
-(or 200/202) is accepted; 404 and 410 mean the subscription is gone
-(RFC 8030 §7.3) and the device is disabled; 413 is a payload too large;
-429 and 5xx are transient.
+The endpoint comes from the browser's subscription, so the request goes
+through ``http.post_public``: the host is resolved once, refused when any
+address is private, and the connection goes to the address that was checked.
+pywebpush only encrypts the payload here (``WebPusher.encode``); its own
+sender follows redirects, which would let an endpoint bounce the POST to an
+internal address. A 201 (or 200/202) is accepted; a 3xx is never followed
+and disables the subscription (RFC 8030 §5 answers a push with 201; a push
+service that redirects is not one); 404 and 410 mean the subscription is
+gone (RFC 8030 §7.3) and the device is disabled; 413 is a payload too
+large; 429 and 5xx are transient.
 Options: ``vapid_private_key`` (PEM or base64url), ``vapid_subject`` (mailto: or https:), ``ttl`` seconds.
 """
 
 import base64
 import json
+import time
+from urllib.parse import urlsplit
 
 import requests
 from cryptography.hazmat.primitives import serialization
 from py_vapid import Vapid
-from pywebpush import WebPushException, webpush
+from pywebpush import WebPusher, WebPushException
 
 from backend.notifications.providers import http
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, register
@@ -36,36 +43,43 @@ class WebPushProvider(Provider):
     channel = "push"
 
     def send(self, message: OutboundMessage) -> str:
-        http.check_public_url(message.to)
         subscription = {"endpoint": message.to, "keys": message.subscription.get("keys", {})}
         payload = json.dumps(
             {"title": message.subject, "body": message.text, "notification_id": message.notification_id},
             ensure_ascii=False,
         )
         try:
-            response = webpush(
-                subscription,
-                data=payload,
-                vapid_private_key=self.config.option("vapid_private_key"),
-                vapid_claims={"sub": self.config.option("vapid_subject", "mailto:notify@localhost")},
-                ttl=int(self.config.option("ttl", 3600)),
-                timeout=self.timeout,
-                requests_session=http.session(),
-            )
-        except WebPushException as exc:
-            raise self._error(exc) from exc
-        except requests.Timeout as exc:
-            raise ProviderError(f"webpush timed out after {self.timeout:g} s", permanent=False) from exc
-        except requests.RequestException as exc:
-            raise ProviderError(f"webpush connection failed: {exc.__class__.__name__}", permanent=False) from exc
-        return response.headers.get("Location", "") or f"webpush:{message.notification_id}"
+            body = WebPusher(subscription).encode(payload.encode(), "aes128gcm")["body"]
+        except (WebPushException, ValueError) as exc:  # keys missing, not base64url, not a P-256 point (RFC 8291 §3)
+            raise ProviderError(f"webpush: bad subscription keys: {exc}", permanent=True) from exc
+        headers = {
+            **self._vapid_headers(message.to),
+            "Content-Encoding": "aes128gcm",
+            "TTL": str(int(self.config.option("ttl", 3600))),
+        }
+        response = http.post_public(message.to, data=body, headers=headers, timeout=self.timeout)
+        if response.status_code in (200, 201, 202):
+            return response.headers.get("Location", "") or f"webpush:{message.notification_id}"
+        raise self._error(response)
 
-    def _error(self, exc: WebPushException) -> ProviderError:
-        response = exc.response
-        status = getattr(response, "status_code", None)
-        if response is not None:
-            transient = http.transient_for_status("webpush", response)
-            if transient is not None:
-                return transient
-        detail = f"webpush {status}: {exc.message[:200]}"
+    def _vapid_headers(self, endpoint: str) -> dict[str, str]:
+        """The ``Authorization: vapid t=…, k=…`` header (RFC 8292 §2-3), for the endpoint's origin, 12 h valid."""
+        parts = urlsplit(endpoint)
+        claims = {
+            "sub": self.config.option("vapid_subject", "mailto:notify@localhost"),
+            "aud": f"{parts.scheme}://{parts.netloc}",
+            "exp": int(time.time()) + 12 * 3600,
+        }
+        return Vapid.from_string(private_key=self.config.option("vapid_private_key")).sign(claims)
+
+    def _error(self, response: requests.Response) -> ProviderError:
+        transient = http.transient_for_status("webpush", response)
+        if transient is not None:
+            return transient
+        status = response.status_code
+        if 300 <= status < 400:
+            location = response.headers.get("Location", "")[:200]
+            detail = f"webpush {status}: redirect to {location!r} not followed"
+            return ProviderError(detail, permanent=True, address_invalid=True)
+        detail = f"webpush {status}: {response.reason} {response.text[:200]}".rstrip()
         return ProviderError(detail, permanent=True, address_invalid=status in (404, 410))
