@@ -13,6 +13,8 @@ Faults, per provider (``twilio``, ``vonage``, ``fcm``, ``webpush``), as JSON::
                 "rules": {"+15550000001": "invalid-number",          # per recipient, see OUTCOMES
                           "+15550000002": {"outcome": "500", "times": 2}}}}  # the first 2 calls only
 
+FCM also knows the outcomes named in ``FCM_ERRORS`` (payload faults, sender mismatch, …).
+
 Control endpoints: ``GET/DELETE /_stub/messages``, ``GET/PUT /_stub/faults``,
 ``POST /_stub/outage`` ``{"provider", "seconds", "error"?}``.
 """
@@ -132,15 +134,53 @@ async def fcm(request: web.Request) -> web.Response:
         name = f"projects/{request.match_info['project']}/messages/0:{uuid.uuid4().hex}"
         state.keep("fcm", token, message.get("notification", {}).get("body", ""), name)
         return _json({"name": name})
-    errors = {
-        "unregistered": (404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found."),
-        "invalid-number": (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The registration token is not valid."),
-        "429": (429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED", "Quota exceeded."),
-    }
-    status, name, code, text = errors.get(outcome, (503, "UNAVAILABLE", "UNAVAILABLE", "The service is unavailable."))
-    details = [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code}]
+    status, error = fcm_error(outcome)
     headers = {"Retry-After": "1"} if status in (429, 503) else None
-    return _json({"error": {"code": status, "message": text, "status": name, "details": details}}, status, headers)
+    return _json({"error": error}, status, headers)
+
+
+def _bad_request(field: str, description: str) -> dict[str, Any]:
+    violation = {"field": field, "description": description}
+    return {"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]}
+
+
+# outcome → (HTTP status, canonical status, FCM errorCode, message, extra details), shaped like FCM's
+# answers (https://firebase.google.com/docs/cloud-messaging/error-codes, examples 1 and 2).
+FCM_ERRORS: dict[str, tuple[int, str, str, str, list[dict[str, Any]]]] = {
+    "unregistered": (404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found.", []),
+    "invalid-number": (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The registration token is not a valid.", []),
+    "invalid-token": (
+        400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token", []
+    ),
+    "invalid-token-field": (
+        400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Request contains an invalid argument.",
+        [_bad_request("message.token", "Invalid registration token")],
+    ),
+    "message-too-big": (
+        400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Request contains an invalid argument.",
+        [_bad_request("message", "Message is too big. Limit: 4096 bytes.")],
+    ),
+    "invalid-data": (
+        400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Invalid value at 'message.data[0].value' (TYPE_STRING), 12",
+        [_bad_request("message.data[0].value", "Invalid value at 'message.data[0].value' (TYPE_STRING), 12")],
+    ),
+    "invalid-argument": (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "Request contains an invalid argument.", []),
+    "sender-id-mismatch": (403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH", "SenderId mismatch", []),
+    "third-party-auth": (
+        401, "UNAUTHENTICATED", "THIRD_PARTY_AUTH_ERROR", "Auth error from APNS or Web Push Service", []
+    ),
+    "429": (429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED", "Quota exceeded.", []),
+    "internal": (500, "INTERNAL", "INTERNAL", "Internal error encountered.", []),
+}  # fmt: skip
+
+
+def fcm_error(outcome: str) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and ``error`` object FCM answers for ``outcome`` (503 UNAVAILABLE when unnamed)."""
+    status, name, code, text, extra = FCM_ERRORS.get(
+        outcome, (503, "UNAVAILABLE", "UNAVAILABLE", "The service is unavailable.", [])
+    )
+    details = [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code}, *extra]
+    return status, {"code": status, "message": text, "status": name, "details": details}
 
 
 async def webpush(request: web.Request) -> web.Response:

@@ -4,9 +4,25 @@
 bearer token and ``{"message": {"token", "notification": {"title", "body"}, "data"}}``;
 200 with ``{"name": "projects/…/messages/…"}``.
 https://firebase.google.com/docs/reference/fcm/rest/v1/projects.messages/send
-Errors: https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode —
-404 ``UNREGISTERED`` and 400 ``INVALID_ARGUMENT`` on the token mean the token
-is dead; 429 ``QUOTA_EXCEEDED`` and 5xx are transient, honouring Retry-After.
+Errors (the ``errorCode`` of the ``google.firebase.fcm.v1.FcmError`` detail,
+https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode and
+https://firebase.google.com/docs/cloud-messaging/error-codes):
+
+- 404 ``UNREGISTERED``, 403 ``SENDER_ID_MISMATCH``: the token is dead or not
+  ours; permanent, and the device is disabled.
+- 400 ``INVALID_ARGUMENT``: permanent for this notification. FCM says it for
+  payload faults too (message too big, bad data key, bad TTL), so the device
+  is disabled only when the error names the token: a ``google.rpc.BadRequest``
+  field violation on ``message.token``, or, with no field named, the message
+  FCM gives for a bad token ("The registration token is not a valid FCM
+  registration token", example 2 of the error-codes page).
+- 401 ``THIRD_PARTY_AUTH_ERROR``: our APNs certificate or web push key in the
+  Firebase project is wrong; permanent, devices kept. Any other 401 is our
+  OAuth token expiring: transient.
+- 429 ``QUOTA_EXCEEDED``, 503 ``UNAVAILABLE``, 500 ``INTERNAL``: transient,
+  honouring Retry-After.
+- Anything else (a 404 without ``UNREGISTERED``, e.g. a wrong project id):
+  permanent for the notification, devices kept.
 Options: ``base_url``, ``project_id``, and ``access_token`` (tests, stubs) or
 ``service_account_file`` (production; tokens minted by google-auth).
 """
@@ -16,7 +32,9 @@ import threading
 from backend.notifications.providers import http
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, register
 
-_DEAD_TOKEN = {"UNREGISTERED", "INVALID_ARGUMENT", "SENDER_ID_MISMATCH"}
+_DEAD_TOKEN = {"UNREGISTERED", "SENDER_ID_MISMATCH"}
+_FCM_ERROR = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+_BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
 _SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
 
 
@@ -65,15 +83,48 @@ class FcmProvider(Provider):
         transient = http.transient_for_status("fcm", response)
         if transient is not None:
             return transient
-        try:
-            error = response.json()["error"]
-        except (ValueError, KeyError, TypeError):
-            error = {}
-        codes = {d.get("errorCode") for d in error.get("details", []) if isinstance(d, dict)}
-        code = next(iter(codes - {None}), error.get("status", ""))
-        detail = f"fcm {response.status_code} {code}: {error.get('message', response.text[:200])}"
-        if response.status_code == 404 or code in _DEAD_TOKEN:
+        error = _error_body(response)
+        code = _error_code(error)
+        detail = f"fcm {response.status_code} {code}: {error.get('message') or response.text[:200]}"
+        if code in _DEAD_TOKEN or (code == "INVALID_ARGUMENT" and names_the_token(error)):
             return ProviderError(detail, permanent=True, address_invalid=True)
-        if response.status_code == 401:
+        if response.status_code == 401 and code != "THIRD_PARTY_AUTH_ERROR":
             return ProviderError(detail, permanent=False)
         return ProviderError(detail, permanent=True)
+
+
+def _error_body(response) -> dict:
+    """The ``error`` object of a Google API error answer (AIP-193), or {}."""
+    try:
+        error = response.json()["error"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return error if isinstance(error, dict) else {}
+
+
+def _details(error: dict, type_url: str) -> list[dict]:
+    return [d for d in error.get("details") or [] if isinstance(d, dict) and d.get("@type") == type_url]
+
+
+def _error_code(error: dict) -> str:
+    """FCM's ``errorCode`` when it gives one, else the canonical ``status`` (``INVALID_ARGUMENT``, …)."""
+    codes = [d.get("errorCode") for d in _details(error, _FCM_ERROR) if d.get("errorCode")]
+    return codes[0] if codes else str(error.get("status", ""))
+
+
+def names_the_token(error: dict) -> bool:
+    """True when an ``INVALID_ARGUMENT`` error is about the registration token, not the payload.
+
+    ``error`` is the ``error`` object of the answer. A ``google.rpc.BadRequest``
+    detail decides when it names fields (``message.token`` or not); without
+    one, FCM's own message for a bad token does.
+    """
+    fields = [
+        str(violation.get("field", ""))
+        for detail in _details(error, _BAD_REQUEST)
+        for violation in detail.get("fieldViolations") or []
+        if isinstance(violation, dict)
+    ]
+    if fields:
+        return "message.token" in fields
+    return "registration token" in str(error.get("message", "")).lower()
