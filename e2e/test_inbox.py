@@ -18,7 +18,7 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from backend.notifications import actions
-from backend.notifications.models import ApiClient
+from backend.notifications.models import ApiClient, Recipient
 from backend.notifications.queues import HUEYS
 from inbox import tokens
 from inbox.models import InboxMessage
@@ -181,3 +181,39 @@ def test_the_widget_reconnects_and_syncs_exactly_what_it_missed(page, screenshot
     titles = list(InboxMessage.objects.order_by("-id").values_list("title", flat=True))
     expect(bell.locator(".nb-item .nb-title")).to_have_text(titles)
     screenshot("inbox-widget-ar-after-reconnect")
+
+
+def test_the_widget_makes_no_link_that_a_browser_resolves_off_site(page, stack):
+    """Rows written before the server judged links as a browser does: the widget judges them again."""
+    recipient = Recipient.objects.get(user_id="u-en-1")
+    links = {
+        "backslash": "/\\evil.example/x",
+        "tab": "/\t/evil.example",
+        "script": "javascript:alert(1)",
+        "credentials": "https://good@evil.example/",
+        "site path": "/orders/5012",
+        "shop": "https://shop.example.com/orders/5012",
+    }
+    for title, link in links.items():
+        InboxMessage.objects.create(recipient=recipient, kind="shipped", title=title, link=link)
+    page.goto(f"{stack.web}/inbox/{tokens.page_link('u-en-1')}/embed")
+    bell = page.locator("#bell")
+    expect(bell).to_have_class("nb")
+    bell.locator(".nb-bell").click()
+    expect(bell.locator(".nb-item")).to_have_count(len(links))
+
+    hrefs = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll("#bell .nb-title")].map((title) => {
+            const anchor = title.querySelector("a");
+            return [title.textContent, anchor && anchor.getAttribute("href")];
+        }))"""
+    )
+
+    assert hrefs == {
+        "backslash": None,
+        "tab": None,
+        "script": None,
+        "credentials": None,
+        "site path": f"{stack.web}/orders/5012",
+        "shop": "https://shop.example.com/orders/5012",
+    }

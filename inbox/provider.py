@@ -7,8 +7,8 @@ notification twice, whatever the queue redelivers.
 """
 
 import logging
-from urllib.parse import urlsplit
 
+import ada_url
 from django.db import DatabaseError
 
 from backend.notifications.models import Notification
@@ -20,6 +20,11 @@ logger = logging.getLogger(__name__)
 
 _TITLE_MAX = InboxMessage._meta.get_field("title").max_length
 _LINK_MAX = InboxMessage._meta.get_field("link").max_length
+# The origin site paths are resolved against. Any http(s) origin gives the same verdict: for a
+# special-scheme base, a reference without a scheme resolves the same way whatever the base's host.
+_SITE = "https://site.invalid"
+# What the URL parser trims from both ends before anything else (WHATWG URL, basic URL parser step 1).
+_C0_CONTROL_OR_SPACE = "".join(map(chr, range(0x21)))
 
 
 def title_and_body(subject: str, text: str) -> tuple[str, str]:
@@ -38,22 +43,52 @@ def title_and_body(subject: str, text: str) -> tuple[str, str]:
 
 
 def safe_link(value: object) -> str:
-    """``value`` when it is an http(s) URL or a site path (``/orders/5012``), else "".
+    """The link as it will be stored and shown: an http(s) URL or a site path, else "".
 
-    A link is rendered as ``<a href>`` in people's browsers: ``javascript:``,
-    ``data:`` and protocol-relative ``//host`` links would run or leave the
-    site unannounced, so they are dropped (and logged), never stored.
+    A link becomes ``<a href>`` in people's browsers, so it is judged the way
+    a browser parses it (the WHATWG URL Standard, by ada-url), not by
+    urllib: tabs and newlines are removed, leading and trailing C0 controls
+    and spaces are trimmed, a backslash is a slash in http(s) URLs, so
+    ``/\\evil.example`` and ``/<TAB>/evil.example`` are ``//evil.example`` and leave
+    the site. Kept:
+
+    - an absolute http(s) URL without credentials (``https://good@evil`` shows
+      one host and opens another), stored as the browser will serialize it;
+    - a site path (starting with "/") whose resolution against the site's
+      origin keeps that origin, stored as its path, query and fragment
+      (``/%5Cevil.example`` is a path on the site).
+
+    ``javascript:``, ``data:`` and every other scheme, scheme-relative
+    ``//host`` and paths that resolve off-site are dropped (and logged).
     """
     if not isinstance(value, str) or not value or len(value) > _LINK_MAX:
         return ""
-    link = value.strip()
-    parts = urlsplit(link)
-    if parts.scheme in ("http", "https") and parts.netloc:
-        return link
-    if not parts.scheme and not parts.netloc and link.startswith("/") and not link.startswith("//"):
-        return link
-    logger.warning("inbox: dropped a link that is neither http(s) nor a site path: %r", link[:100])
-    return ""
+    link = _absolute_link(value) if ada_url.check_url(value) else _site_path(value)
+    if not link or len(link) > _LINK_MAX:
+        logger.warning("inbox: dropped a link that is neither http(s) nor a site path: %r", value[:100])
+        return ""
+    return link
+
+
+def _absolute_link(value: str) -> str:
+    url = ada_url.URL(value)
+    if url.protocol not in ("http:", "https:") or url.username or url.password:
+        return ""
+    return url.href
+
+
+def _site_path(value: str) -> str:
+    if not value.lstrip(_C0_CONTROL_OR_SPACE).startswith("/"):
+        return ""
+    try:
+        url = ada_url.URL(value, _SITE)
+    except ValueError:  # an invalid host after the slashes, e.g. "/\\[" (a backslash, then "[")
+        return ""
+    path = url.pathname + url.search + url.hash
+    # "/.//x" resolves to the path "//x": stored bare, it would be a scheme-relative link.
+    if url.origin != _SITE or path.startswith("//"):
+        return ""
+    return path
 
 
 @register

@@ -308,9 +308,25 @@
     return node;
   }
 
+  function parseUrl(link, base) {
+    try {
+      return base === undefined ? new URL(link) : new URL(link, base);
+    } catch (e) {
+      return null;
+    }
+  }
+
   function safeHref(link) {
-    // The server stores only http(s) URLs and site paths; check again before making a link.
-    return /^(https?:\/\/|\/(?!\/))/i.test(link || "") ? link : "";
+    // The server keeps only http(s) URLs and site paths (inbox/provider.py); check again, on the URL the
+    // browser will open (WHATWG URL), not on the text: "/\evil.example" or "/\t/evil.example" leave the site.
+    if (typeof link !== "string" || !link) return "";
+    var absolute = parseUrl(link);
+    if (absolute) {
+      var web = absolute.protocol === "https:" || absolute.protocol === "http:";
+      return web && !absolute.username && !absolute.password ? absolute.href : "";
+    }
+    var onSite = parseUrl(link, location.origin);
+    return onSite && onSite.origin === location.origin ? onSite.href : "";
   }
 
   function relativeTime(iso, lang) {
