@@ -74,27 +74,31 @@ def servers():
         server.stop()
 
 
-@pytest.fixture
-def fake_dns(monkeypatch):
-    """Answers for test names (``fake_dns["name.test"] = [["1.2.3.4"], ["127.0.0.1"], …]``, one list per
-    lookup, the last one repeating); other names resolve as usual. ``fake_dns.lookups`` counts by name."""
-    real = socket.getaddrinfo
+class FakeDns(dict):
+    """Answers for test names: ``dns["name.test"] = [["1.2.3.4"], ["127.0.0.1"]]``, one list per lookup,
+    the last one repeating; ``lookups`` counts the lookups by name."""
 
-    class Answers(dict):
-        lookups: dict[str, int] = {}
+    def __init__(self):
+        super().__init__()
+        self.lookups: dict[str, int] = {}
 
-    answers = Answers()
-    answers.lookups = {}
-
-    def getaddrinfo(host, port, *args, **kwargs):
-        if host not in answers:
-            return real(host, port, *args, **kwargs)
-        count = answers.lookups[host] = answers.lookups.get(host, 0) + 1
-        addresses = answers[host][min(count, len(answers[host])) - 1]
+    def answer(self, host: str, port) -> list[tuple]:
+        count = self.lookups[host] = self.lookups.get(host, 0) + 1
+        addresses = self[host][min(count, len(self[host])) - 1]
         return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (a, int(port))) for a in addresses]
 
+
+@pytest.fixture
+def fake_dns(monkeypatch) -> FakeDns:
+    """``socket.getaddrinfo`` answering test names from a ``FakeDns``; other names resolve as usual."""
+    real = socket.getaddrinfo
+    dns = FakeDns()
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        return dns.answer(host, port) if host in dns else real(host, port, *args, **kwargs)
+
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return answers
+    return dns
 
 
 @pytest.fixture
