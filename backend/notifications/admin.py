@@ -1,4 +1,6 @@
 from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html
 
 from backend.notifications import actions
 from backend.notifications.models import (
@@ -15,7 +17,24 @@ from backend.notifications.models import (
     TemplateVersion,
     VelocityAlarm,
 )
-from backend.notifications.rendering import sanitize_html
+
+
+class ReadOnly:
+    """Records are shown, never added, changed or deleted here, not even by a superuser.
+
+    Every change goes through ``actions`` (their rules: two-person approval,
+    the state machine), which the admin must never bypass. Admin actions that
+    call an action (dead-letter replay) stay, under their own permission.
+    """
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Kind)
@@ -26,44 +45,22 @@ class KindAdmin(admin.ModelAdmin):
 
 
 @admin.register(TemplateVersion)
-class TemplateVersionAdmin(admin.ModelAdmin):
-    """Drafts are edited; approved versions are frozen ("Save as new" makes the next draft)."""
+class TemplateVersionAdmin(ReadOnly, admin.ModelAdmin):
+    """Versions and their approvals, read-only: the editor page saves drafts and approves what it shows."""
 
-    list_display = ["kind", "language", "channel", "version", "status", "created_by", "approved_by", "approved_at"]
+    list_display = ["kind", "language", "channel", "version", "status", "created_by", "approved_by", "approved_at",
+                    "editor_link"]  # fmt: skip
     list_filter = ["status", "channel", "language", "kind"]
     search_fields = ["subject", "text_body"]
-    fields = ["kind", "language", "channel", "subject", "text_body", "html_body", "version", "status",
-              "created_by", "approved_by", "approved_at"]  # fmt: skip
-    readonly_fields = ["version", "status", "created_by", "approved_by", "approved_at"]
-    save_as = True
-    actions = ["approve_selected"]
+    list_select_related = ["kind", "created_by", "approved_by"]
+    fields = ["kind", "language", "channel", "version", "status", "subject", "text_body", "html_body",
+              "content_hash", "created_by", "created_at", "approved_by", "approved_at", "editor_link"]  # fmt: skip
+    readonly_fields = fields
 
-    def has_change_permission(self, request, obj=None):
-        if obj is not None and obj.status == TemplateVersion.Status.APPROVED and "_saveasnew" not in request.POST:
-            return False
-        return super().has_change_permission(request, obj)
-
-    def save_model(self, request, obj, form, change):
-        if change:  # a draft: approved versions are read-only above
-            obj.html_body = sanitize_html(obj.html_body)
-            super().save_model(request, obj, form, change)
-            return
-        saved = actions.save_template_draft(
-            obj.kind, obj.language, obj.channel, request.user,
-            subject=obj.subject, text_body=obj.text_body, html_body=obj.html_body,
-        )  # fmt: skip
-        obj.pk, obj.version, obj.status, obj.created_by = saved.pk, saved.version, saved.status, saved.created_by
-        obj.html_body = saved.html_body
-
-    @admin.action(description="Approve selected drafts (not your own)")
-    def approve_selected(self, request, queryset):
-        for version in queryset:
-            try:
-                actions.approve_template(version, request.user)
-            except actions.ApprovalRefused as exc:
-                self.message_user(request, str(exc), level=messages.ERROR)
-            else:
-                self.message_user(request, f"{version} approved.")
+    @admin.display(description="Editor")
+    def editor_link(self, version: TemplateVersion) -> str:
+        label = "review and approve" if version.status == TemplateVersion.Status.DRAFT else "open"
+        return format_html('<a href="{}">{}</a>', reverse("frontend:template-version", args=[version.pk]), label)
 
 
 class DeviceInline(admin.TabularInline):

@@ -156,7 +156,8 @@ class Command(BaseCommand):
                 },
             )
         for (kind, language, channel), (subject, text, html) in TEMPLATES.items():
-            TemplateVersion.objects.update_or_create(
+            # A saved version never changes: a refresh keeps an existing v1 as it is.
+            TemplateVersion.objects.get_or_create(
                 kind=kinds[kind],
                 language=language,
                 channel=channel,
