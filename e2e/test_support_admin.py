@@ -40,6 +40,11 @@ def test_support_agent_sees_the_notification_and_its_history(live_server, page, 
     expect(page.locator("body")).to_contain_text("order-5012-shipped")
     screenshot("support-notification-detail")
 
+    # Read-only: no "Save" on the notification, and the inbox messages are readable too (not a 403).
+    expect(page.locator("input[name=_save]")).to_have_count(0)
+    page.goto(f"{live_server.url}/admin/inbox/inboxmessage/")
+    expect(page.locator("#content h1")).to_have_text("Select inbox message to view")
+
 
 def test_home_page_links_the_api_and_the_admin(live_server, page, screenshot, arabic_notification):
     page.goto(f"{live_server.url}/")

@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from django.contrib.auth.models import User
 
 from backend.notifications import actions
 from backend.notifications.models import Kind, TemplateVersion
@@ -77,7 +78,7 @@ def test_an_outsider_is_refused(client, outsider, method, url):
 def test_an_outsider_cannot_approve(client, outsider, editor):
     draft = a_draft(editor)
     client.force_login(outsider)
-    assert client.post(f"/templates/{draft.pk}/approve/").status_code == 403
+    assert client.post(f"/templates/{draft.pk}/approve/", {"content_hash": draft.content_hash}).status_code == 403
     assert TemplateVersion.objects.get(pk=draft.pk).status == "draft"
 
 
@@ -228,20 +229,93 @@ def test_a_tampered_template_name_is_a_400(as_editor):
 # --- approving ------------------------------------------------------------------------------------------------------
 
 
+def approve(client, version: TemplateVersion, shown_hash: str | None = None):
+    """POST the approve form as the page sends it: naming the content hash it showed."""
+    return client.post(f"/templates/{version.pk}/approve/", {"content_hash": shown_hash or version.content_hash})
+
+
+def approve_button(page: str) -> str | None:
+    """The content hash the page's approve form carries, or None when the page shows no approve button."""
+    found = re.search(r'<form method="post" action="/templates/\d+/approve/".*?</form>', page, re.S)
+    if not found:
+        return None
+    return re.search(r'name="content_hash" value="([0-9a-f]{64})"', found.group(0)).group(1)
+
+
 def test_an_approver_approves_someone_elses_draft(as_approver, approver, editor):
     draft = a_draft(editor)
     page = as_approver.get(f"/templates/{draft.pk}/").content.decode()
     assert "Approve v2</button>" in page
-    response = as_approver.post(f"/templates/{draft.pk}/approve/")
+    assert approve_button(page) == draft.content_hash
+    response = approve(as_approver, draft)
     assert response.status_code == 302
     draft.refresh_from_db()
     assert (draft.status, draft.approved_by) == ("approved", approver)
     assert "Approved shipped/en/sms v2." in as_approver.get(response["Location"]).content.decode()
 
 
+def test_approving_other_content_than_the_version_holds_is_a_409(as_approver, editor):
+    draft = a_draft(editor)
+    shown = preview.Draft(draft.kind, "en", "sms", text_body="Your order {{ order }} is lost.").as_version()
+    response = approve(as_approver, draft, shown.compute_content_hash())
+    assert response.status_code == 409
+    assert (
+        '<p class="tpl-error" role="alert" id="tpl-refused">shipped/en/sms v2 is not the text you were shown'
+        in response.content.decode()
+    )
+    assert "open it again, read it, and approve what it says now." in response.content.decode()
+    assert TemplateVersion.objects.get(pk=draft.pk).status == "draft"
+
+
+@pytest.mark.parametrize("sent", [{}, {"content_hash": "not a hash"}])
+def test_an_approval_that_names_no_content_hash_is_a_400(as_approver, editor, sent):
+    draft = a_draft(editor)
+    response = as_approver.post(f"/templates/{draft.pk}/approve/", sent)
+    assert response.status_code == 400
+    assert "The approval names no content hash: approve from the version&#x27;s page." in response.content.decode()
+    assert TemplateVersion.objects.get(pk=draft.pk).status == "draft"
+
+
+@pytest.mark.parametrize(
+    ("viewer", "author", "text", "shown"),
+    [
+        ("approver", "editor", "Your order {{ order }} is packed.", True),
+        ("admin", "editor", "Your order {{ order }} is packed.", True),
+        ("approver", "approver", "Your order {{ order }} is packed.", False),  # never one's own
+        ("admin", "admin", "Your order {{ order }} is packed.", False),  # not even with every right
+        ("editor", "approver", "Your order {{ order }} is packed.", False),  # no approve permission
+        ("approver", "editor", "Your order {{ order }} {{ surprise }}", False),  # does not render
+    ],
+)
+def test_the_approve_button_is_shown_only_to_who_may_approve_a_draft_that_renders(
+    client, editor, viewer, author, text, shown
+):
+    draft = a_draft(User.objects.get(username=author), text=text)
+    client.force_login(User.objects.get(username=viewer))
+    page = client.get(f"/templates/{draft.pk}/")
+    assert page.status_code == 200
+    assert approve_button(page.content.decode()) == (draft.content_hash if shown else None)
+
+
+def test_no_approve_button_on_an_approved_version_or_for_an_outsider(as_approver, outsider, client):
+    live = TemplateVersion.objects.get(kind__name="shipped", language="en", channel="sms", version=1)
+    assert approve_button(as_approver.get(f"/templates/{live.pk}/").content.decode()) is None
+    client.force_login(outsider)
+    assert client.get(f"/templates/{live.pk}/").status_code == 403
+
+
+def test_no_approve_button_beside_text_the_draft_does_not_hold(as_approver, editor):
+    """The page without JavaScript shows typed text with the draft as its base: approving would not cover it."""
+    draft = a_draft(editor)
+    form = sms_form("Your order {{ order }} is lost.", kind="shipped", base=str(draft.pk))
+    page = as_approver.post(PREVIEW, form).content.decode()
+    assert "Your order 5012 is lost." in page
+    assert approve_button(page) is None
+
+
 def test_it_refuses_self_approval_with_the_reason_shown(as_approver, approver):
     own = a_draft(approver)
-    response = as_approver.post(f"/templates/{own.pk}/approve/")
+    response = approve(as_approver, own)
     assert response.status_code == 403
     assert (
         '<p class="tpl-error" role="alert" id="tpl-refused">shipped/en/sms v2 was written by approver: '
@@ -254,7 +328,7 @@ def test_an_editor_cannot_approve(as_editor, approver):
     draft = a_draft(approver)
     page = as_editor.get(f"/templates/{draft.pk}/").content.decode()
     assert "Approve v2" not in page
-    response = as_editor.post(f"/templates/{draft.pk}/approve/")
+    response = approve(as_editor, draft)
     assert response.status_code == 403
     assert "editor may not approve templates." in response.content.decode()
     assert TemplateVersion.objects.get(pk=draft.pk).status == "draft"

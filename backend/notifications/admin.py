@@ -1,4 +1,6 @@
 from django.contrib import admin, messages
+from django.urls import reverse
+from django.utils.html import format_html
 
 from backend.notifications import actions
 from backend.notifications.models import (
@@ -15,7 +17,24 @@ from backend.notifications.models import (
     TemplateVersion,
     VelocityAlarm,
 )
-from backend.notifications.rendering import sanitize_html
+
+
+class ReadOnly:
+    """Records are shown, never added, changed or deleted here, not even by a superuser.
+
+    Every change goes through ``actions`` (their rules: two-person approval,
+    the state machine), which the admin must never bypass. Admin actions that
+    call an action (dead-letter replay) stay, under their own permission.
+    """
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Kind)
@@ -26,44 +45,22 @@ class KindAdmin(admin.ModelAdmin):
 
 
 @admin.register(TemplateVersion)
-class TemplateVersionAdmin(admin.ModelAdmin):
-    """Drafts are edited; approved versions are frozen ("Save as new" makes the next draft)."""
+class TemplateVersionAdmin(ReadOnly, admin.ModelAdmin):
+    """Versions and their approvals, read-only: the editor page saves drafts and approves what it shows."""
 
-    list_display = ["kind", "language", "channel", "version", "status", "created_by", "approved_by", "approved_at"]
+    list_display = ["kind", "language", "channel", "version", "status", "created_by", "approved_by", "approved_at",
+                    "editor_link"]  # fmt: skip
     list_filter = ["status", "channel", "language", "kind"]
     search_fields = ["subject", "text_body"]
-    fields = ["kind", "language", "channel", "subject", "text_body", "html_body", "version", "status",
-              "created_by", "approved_by", "approved_at"]  # fmt: skip
-    readonly_fields = ["version", "status", "created_by", "approved_by", "approved_at"]
-    save_as = True
-    actions = ["approve_selected"]
+    list_select_related = ["kind", "created_by", "approved_by"]
+    fields = ["kind", "language", "channel", "version", "status", "subject", "text_body", "html_body",
+              "content_hash", "created_by", "created_at", "approved_by", "approved_at", "editor_link"]  # fmt: skip
+    readonly_fields = fields
 
-    def has_change_permission(self, request, obj=None):
-        if obj is not None and obj.status == TemplateVersion.Status.APPROVED and "_saveasnew" not in request.POST:
-            return False
-        return super().has_change_permission(request, obj)
-
-    def save_model(self, request, obj, form, change):
-        if change:  # a draft: approved versions are read-only above
-            obj.html_body = sanitize_html(obj.html_body)
-            super().save_model(request, obj, form, change)
-            return
-        saved = actions.save_template_draft(
-            obj.kind, obj.language, obj.channel, request.user,
-            subject=obj.subject, text_body=obj.text_body, html_body=obj.html_body,
-        )  # fmt: skip
-        obj.pk, obj.version, obj.status, obj.created_by = saved.pk, saved.version, saved.status, saved.created_by
-        obj.html_body = saved.html_body
-
-    @admin.action(description="Approve selected drafts (not your own)")
-    def approve_selected(self, request, queryset):
-        for version in queryset:
-            try:
-                actions.approve_template(version, request.user)
-            except actions.ApprovalRefused as exc:
-                self.message_user(request, str(exc), level=messages.ERROR)
-            else:
-                self.message_user(request, f"{version} approved.")
+    @admin.display(description="Editor")
+    def editor_link(self, version: TemplateVersion) -> str:
+        label = "review and approve" if version.status == TemplateVersion.Status.DRAFT else "open"
+        return format_html('<a href="{}">{}</a>', reverse("frontend:template-version", args=[version.pk]), label)
 
 
 class DeviceInline(admin.TabularInline):
@@ -88,28 +85,20 @@ class RecipientAdmin(admin.ModelAdmin):
     search_fields = ["user_id", "email", "phone"]
 
 
-class StateChangeInline(admin.TabularInline):
+class StateChangeInline(ReadOnly, admin.TabularInline):
     model = StateChange
     extra = 0
-    can_delete = False
     readonly_fields = ["from_state", "to_state", "reason", "at"]
 
-    def has_add_permission(self, request, obj=None):
-        return False
 
-
-class AttemptInline(admin.TabularInline):
+class AttemptInline(ReadOnly, admin.TabularInline):
     model = Attempt
     extra = 0
-    can_delete = False
     readonly_fields = ["number", "provider", "started_at", "latency_ms", "result", "error", "provider_ref"]
-
-    def has_add_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Notification)
-class NotificationAdmin(admin.ModelAdmin):
+class NotificationAdmin(ReadOnly, admin.ModelAdmin):
     list_display = [
         "created_at",
         "recipient",
@@ -135,12 +124,9 @@ class NotificationAdmin(admin.ModelAdmin):
     inlines = [StateChangeInline, AttemptInline]
     readonly_fields = [f.name for f in Notification._meta.fields]
 
-    def has_add_permission(self, request):
-        return False
-
 
 @admin.register(Attempt)
-class AttemptAdmin(admin.ModelAdmin):
+class AttemptAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["notification", "number", "provider", "started_at", "latency_ms", "result", "provider_ref"]
     list_filter = ["provider", "result"]
     search_fields = ["provider_ref", "notification__id"]
@@ -148,7 +134,7 @@ class AttemptAdmin(admin.ModelAdmin):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):
+class DeadLetterAdmin(ReadOnly, admin.ModelAdmin):
     """Dead letters: notifications whose retries ran out. Replay one or many (never past validity)."""
 
     list_display = ["created_at", "notification", "provider", "attempts", "last_error", "replayed_at", "replayed_by"]
@@ -158,10 +144,11 @@ class DeadLetterAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in DeadLetter._meta.fields]
     actions = ["replay_selected"]
 
-    def has_add_permission(self, request):
-        return False
+    def has_replay_permission(self, request) -> bool:
+        # The demo's support role holds change_deadletter for this (the record itself stays read-only).
+        return request.user.has_perm("notifications.change_deadletter")
 
-    @admin.action(description="Replay selected dead letters", permissions=["change"])
+    @admin.action(description="Replay selected dead letters", permissions=["replay"])
     def replay_selected(self, request, queryset):
         outcomes: dict[str, int] = {}
         for letter in queryset.select_related("notification__kind"):
@@ -171,13 +158,10 @@ class DeadLetterAdmin(admin.ModelAdmin):
 
 
 @admin.register(BreakerEvent)
-class BreakerEventAdmin(admin.ModelAdmin):
+class BreakerEventAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["at", "provider", "from_state", "to_state", "reason"]
     list_filter = ["provider", "to_state"]
     readonly_fields = [f.name for f in BreakerEvent._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
 
 
 @admin.register(ApiClient)
@@ -198,12 +182,9 @@ class ApiClientAdmin(admin.ModelAdmin):
 
 
 @admin.register(VelocityAlarm)
-class VelocityAlarmAdmin(admin.ModelAdmin):
+class VelocityAlarmAdmin(ReadOnly, admin.ModelAdmin):
     """OTP SMS bursts to one country: look for SMS pumping (bots requesting codes to premium numbers)."""
 
     list_display = ["at", "country", "count", "threshold"]
     list_filter = ["country"]
     readonly_fields = [f.name for f in VelocityAlarm._meta.fields]
-
-    def has_add_permission(self, request):
-        return False

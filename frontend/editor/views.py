@@ -4,10 +4,12 @@ Who may do what is decided here, at the top of each view (``staff_only``),
 never by an ``{% if %}`` around a partial: staff with ``view_templateversion``
 (or ``change_…``) see the pages and the live preview, ``change_templateversion``
 saves drafts, and approval is ``actions.approve_template`` (the approve
-permission and the two-person rule live there). Anonymous visitors go to the
-admin login (``LOGIN_URL``).
+permission and the two-person rule live there). The approve form names the
+content hash of the text the page showed, so an approval covers exactly what
+its approver read. Anonymous visitors go to the admin login (``LOGIN_URL``).
 """
 
+import re
 from dataclasses import dataclass, replace
 from functools import wraps
 
@@ -36,9 +38,9 @@ from frontend.editor.forms import (
 
 VIEW = "notifications.view_templateversion"
 EDIT = "notifications.change_templateversion"
-APPROVE = "notifications.approve_templateversion"
 # Fields that name the template; a request with one of them wrong was not made by the page.
 _IDENTITY = ("kind", "language", "channel")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def staff_only(*any_of: str):
@@ -150,6 +152,7 @@ def _editor_context(request: HttpRequest, draft: preview.Draft, base: TemplateVe
     user = request.user
     built = preview.build(draft, country, audience)
     can_edit = user.has_perm(EDIT)
+    shown_hash = draft.as_version().compute_content_hash()
     return {
         "draft": draft,
         "base": base,
@@ -157,12 +160,20 @@ def _editor_context(request: HttpRequest, draft: preview.Draft, base: TemplateVe
         "mirror": highlight.mirror_html(built.runs, reverse("frontend:template-preview"), can_edit),
         "parts": CHANNEL_PARTS[draft.channel],
         "can_edit": can_edit,
-        "can_approve": user.has_perm(APPROVE),
+        "can_approve": _may_approve(user, base, shown_hash),
+        "shown_hash": shown_hash,
         "country": country,
         "audience": audience,
         "max_audience": MAX_AUDIENCE,
         **extra,
     }
+
+
+def _may_approve(user, base: TemplateVersion | None, shown_hash: str) -> bool:
+    """The approve button: the page shows exactly ``base`` and the action's rule lets ``user`` approve it."""
+    if base is None or shown_hash != base.content_hash:
+        return False
+    return actions.approval_problem(base, user) is None
 
 
 def _page(request: HttpRequest, context: dict, status: int = 200) -> HttpResponse:
@@ -308,11 +319,20 @@ def template_save(request: HttpRequest) -> HttpResponse:
 @require_POST
 @staff_only(VIEW, EDIT)
 def template_approve(request: HttpRequest, pk: int) -> HttpResponse:
-    """Approve a draft by ``actions.approve_template``; a refusal (own draft, no permission) is shown, 403."""
+    """Approve a draft as the page showed it (``content_hash``) by ``actions.approve_template``.
+
+    A refusal is shown on the page: 400 without a content hash, 409 when the
+    version is not the content shown, 403 for the rule (own draft, no permission).
+    """
     version = get_object_or_404(TemplateVersion.objects.select_related("kind", "created_by", "approved_by"), pk=pk)
+    shown_hash = request.POST.get("content_hash", "")
+    if not _SHA256.fullmatch(shown_hash):
+        error = "The approval names no content hash: approve from the version's page."
+        return _page(request, _editor_context(request, _draft_of(version), version, error=error), status=400)
     try:
-        actions.approve_template(version, request.user)
+        actions.approve_template(version, request.user, shown_hash)
     except actions.ApprovalRefused as exc:
-        return _page(request, _editor_context(request, _draft_of(version), version, error=str(exc)), status=403)
+        status = 409 if isinstance(exc, actions.ContentChanged) else 403
+        return _page(request, _editor_context(request, _draft_of(version), version, error=str(exc)), status=status)
     messages.success(request, f"Approved {version}.")
     return redirect("frontend:template-version", pk=version.pk)

@@ -38,16 +38,24 @@ from backend.notifications.actions.preferences import (
     update_preferences,
     upsert_recipient,
 )
-from backend.notifications.actions.templates import ApprovalRefused, approve_template, save_template_draft
+from backend.notifications.actions.templates import (
+    ApprovalRefused,
+    ContentChanged,
+    approval_problem,
+    approve_template,
+    save_template_draft,
+)
 
 __all__ = [
     "AcceptError",
     "Accepted",
     "ApprovalRefused",
+    "ContentChanged",
     "IdempotencyConflict",
     "PreferenceRefused",
     "SendRequest",
     "accept",
+    "approval_problem",
     "approve_template",
     "check_preference",
     "claim",

@@ -1,4 +1,4 @@
-"""Template versions: drafts are saved as new versions and approved by a second person."""
+"""Template versions: every save is a new, immutable version; a second person approves the content they saw."""
 
 from django.db import transaction
 from django.utils import timezone
@@ -12,6 +12,10 @@ from backend.notifications.models import (
 
 class ApprovalRefused(Exception):
     """A template version cannot be saved or approved; the message says why."""
+
+
+class ContentChanged(ApprovalRefused):
+    """The approver was shown other content than the version holds (a 409: look again, then approve)."""
 
 
 def save_template_draft(
@@ -39,23 +43,48 @@ def save_template_draft(
         )  # fmt: skip
 
 
-def approve_template(version: TemplateVersion, user) -> None:
-    """Approve a draft: only with the approve permission, never by its author (two-person rule).
+def approval_problem(version: TemplateVersion, user) -> str | None:
+    """Why ``user`` may not approve ``version`` now, or None when they may.
 
-    Raises ``ApprovalRefused``.
+    The rule: a draft, approved by someone with the approve permission who is
+    not its author (two-person rule), and only when it renders with the kind's
+    example params. The editor page asks this before showing the approve button.
     """
     if not user.has_perm("notifications.approve_templateversion"):
-        raise ApprovalRefused(f"{user.get_username()} may not approve templates.")
+        return f"{user.get_username()} may not approve templates."
     if version.created_by_id is not None and version.created_by_id == user.pk:
-        raise ApprovalRefused(f"{version} was written by {user.get_username()}: a second person must approve it.")
+        return f"{version} was written by {user.get_username()}: a second person must approve it."
+    if version.status != TemplateVersion.Status.DRAFT:
+        return f"{version} is already approved."
     examples = {name: spec["example"] for name, spec in version.kind.params.items() if "example" in spec}
     try:
         rendering.render(version, examples)
     except rendering.RenderError as exc:
         # Approving it would break every send of this kind in this language and channel.
-        raise ApprovalRefused(f"{version} does not render with the kind's example params: {exc}") from exc
-    updated = TemplateVersion.objects.filter(pk=version.pk, status=TemplateVersion.Status.DRAFT).update(
-        status=TemplateVersion.Status.APPROVED, approved_by=user, approved_at=timezone.now()
-    )
-    if not updated:
-        raise ApprovalRefused(f"{version} is already approved.")
+        return f"{version} does not render with the kind's example params: {exc}"
+    return None
+
+
+def approve_template(version: TemplateVersion, user, shown_hash: str) -> None:
+    """Approve a draft as shown to ``user``: ``shown_hash`` is the content hash of the page they approved from.
+
+    The version's row is locked, so the rule (``approval_problem``) and the hash
+    are checked against what is stored when it is approved. Raises
+    ``ApprovalRefused``, or ``ContentChanged`` when the stored content is not the
+    content shown (the two-person rule would otherwise cover text its second
+    person never read).
+    """
+    with transaction.atomic():
+        current = TemplateVersion.objects.select_for_update(no_key=True).select_related("kind").get(pk=version.pk)
+        problem = approval_problem(current, user)
+        if problem:
+            raise ApprovalRefused(problem)
+        stored = current.compute_content_hash()
+        if shown_hash != stored or current.content_hash != stored:
+            raise ContentChanged(
+                f"{current} is not the text you were shown (content hash {shown_hash[:12]}…, it has "
+                f"{stored[:12]}…): open it again, read it, and approve what it says now."
+            )
+        TemplateVersion.objects.filter(pk=current.pk).update(
+            status=TemplateVersion.Status.APPROVED, approved_by=user, approved_at=timezone.now()
+        )

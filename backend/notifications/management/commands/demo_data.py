@@ -106,7 +106,8 @@ RECIPIENTS = [
     ("u-fa-1", "dariush@example.com", "+989121234567", "fa", "Asia/Tehran"),
 ]
 
-# Role → the admin permissions it needs; later issues give each role its own pages.
+# Role → the admin permissions it needs ("codename" of this app, "app_label.codename" of another);
+# later issues give each role its own pages.
 GROUP_PERMISSIONS = {
     "support agent": [
         "view_notification",
@@ -118,6 +119,7 @@ GROUP_PERMISSIONS = {
         "change_deadletter",  # change: the "Replay selected" action
         "view_breakerevent",
         "view_velocityalarm",
+        "inbox.view_inboxmessage",  # "did it reach the inbox? was it read?"
     ],
     "template editor": ["view_kind", "view_templateversion", "add_templateversion", "change_templateversion"],
     "marketer": ["view_kind", "view_templateversion", "view_recipient"],
@@ -132,6 +134,15 @@ STAFF = {
     "editor": ("template editor", False),
     "support": ("support agent", False),
 }
+
+
+def _permissions(names: list[str]) -> list[Permission]:
+    """The permissions named as in ``GROUP_PERMISSIONS``; a name that matches none is an error."""
+    found = []
+    for name in names:
+        app_label, _, codename = name.rpartition(".")
+        found.append(Permission.objects.get(content_type__app_label=app_label or "notifications", codename=codename))
+    return found
 
 
 class Command(BaseCommand):
@@ -156,7 +167,8 @@ class Command(BaseCommand):
                 },
             )
         for (kind, language, channel), (subject, text, html) in TEMPLATES.items():
-            TemplateVersion.objects.update_or_create(
+            # A saved version never changes: a refresh keeps an existing v1 as it is.
+            TemplateVersion.objects.get_or_create(
                 kind=kinds[kind],
                 language=language,
                 channel=channel,
@@ -178,9 +190,7 @@ class Command(BaseCommand):
             Device.objects.get_or_create(recipient=recipient, platform=Device.Platform.FCM, token=f"demo-fcm-{user_id}")
         for group_name, codenames in GROUP_PERMISSIONS.items():
             group, _ = Group.objects.get_or_create(name=group_name)
-            group.permissions.set(
-                Permission.objects.filter(content_type__app_label="notifications", codename__in=codenames)
-            )
+            group.permissions.set(_permissions(codenames))
         for username, (group_name, superuser) in STAFF.items():
             user, _ = User.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})
             user.is_staff = True

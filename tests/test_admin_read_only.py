@@ -1,0 +1,143 @@
+"""The admin shows records read-only to every role, the superuser included: changes go through the actions.
+
+Outside testing found the admin defeating two-person approval: an editor
+changed a draft after the approver opened it, someone with both rights edited
+another's draft keeping its author and approved it, a draft changed its kind,
+language or channel (a clash was a 500), and "Add attempt" was a 500.
+"""
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import User
+from django.test import RequestFactory
+
+from backend.notifications import actions
+from backend.notifications.admin import NotificationAdmin
+from backend.notifications.models import (
+    Attempt,
+    BreakerEvent,
+    DeadLetter,
+    Kind,
+    Notification,
+    State,
+    TemplateVersion,
+    VelocityAlarm,
+)
+from inbox.models import InboxMessage
+
+pytestmark = pytest.mark.usefixtures("demo_data")
+
+RECORDS = [TemplateVersion, Notification, Attempt, DeadLetter, BreakerEvent, VelocityAlarm, InboxMessage]
+PACKED = "Your order {{ order }} is packed."
+
+
+@pytest.fixture
+def draft(editor) -> TemplateVersion:
+    """The editor's draft shipped/en/sms v2, saved the way the editor page saves it."""
+    return actions.save_template_draft(Kind.objects.get(name="shipped"), "en", "sms", editor, text_body=PACKED)
+
+
+def logged_in(client, username: str):
+    client.force_login(User.objects.get(username=username))
+    return client
+
+
+def change_form(version: TemplateVersion, **changes) -> dict:
+    """What the admin's change form of a version would post, with ``changes``."""
+    fields = {"kind": version.kind_id, "language": version.language, "channel": version.channel,
+              "subject": version.subject, "text_body": version.text_body, "html_body": version.html_body}  # fmt: skip
+    return {**fields, **changes}
+
+
+def superuser_request():
+    request = RequestFactory().get("/admin/")
+    request.user = User.objects.get(username="admin")
+    return request
+
+
+@pytest.mark.parametrize("model", RECORDS, ids=lambda model: model.__name__)
+def test_not_even_a_superuser_may_add_change_or_delete_a_record(model):
+    request = superuser_request()
+    model_admin = admin.site._registry[model]
+    assert model_admin.has_view_permission(request)
+    permissions = (
+        model_admin.has_add_permission(request),
+        model_admin.has_change_permission(request),
+        model_admin.has_delete_permission(request),
+    )
+    assert permissions == (False, False, False)
+
+
+@pytest.mark.parametrize("inline", NotificationAdmin.inlines, ids=lambda inline: inline.model.__name__)
+def test_the_history_and_attempts_of_a_notification_are_read_only(inline):
+    request, model_admin = superuser_request(), inline(Notification, admin.site)
+    permissions = (
+        model_admin.has_add_permission(request, None),
+        model_admin.has_change_permission(request, None),
+        model_admin.has_delete_permission(request, None),
+    )
+    assert permissions == (False, False, False)
+
+
+@pytest.mark.parametrize("username", ["editor", "admin"])
+def test_a_draft_cannot_be_edited_in_the_admin(client, draft, username):
+    """(a) its author after the approver opened it; (b) someone with every right, keeping the author."""
+    response = logged_in(client, username).post(
+        f"/admin/notifications/templateversion/{draft.pk}/change/", change_form(draft, text_body="Order lost.")
+    )
+    assert response.status_code == 403
+    stored = TemplateVersion.objects.get(pk=draft.pk)
+    assert (stored.text_body, stored.created_by.username, stored.status) == (PACKED, "editor", "draft")
+
+
+def test_a_draft_cannot_move_to_another_language_in_the_admin(client, draft, editor):
+    """(c) The clash with the Arabic v2 was an IntegrityError, a 500."""
+    actions.save_template_draft(draft.kind, "ar", "sms", editor, text_body="طلبك {{ order }}")
+    response = logged_in(client, "admin").post(
+        f"/admin/notifications/templateversion/{draft.pk}/change/", change_form(draft, language="ar")
+    )
+    assert response.status_code == 403
+    assert TemplateVersion.objects.get(pk=draft.pk).language == "en"
+
+
+@pytest.mark.parametrize("model", ["templateversion", "attempt", "deadletter", "notification"])
+def test_add_pages_are_refused_not_a_500(client, model):
+    assert logged_in(client, "admin").get(f"/admin/notifications/{model}/add/").status_code == 403
+
+
+def test_the_admin_approves_nothing(client, draft):
+    """Approval binds to the content the approver was shown: only the editor page shows it and approves."""
+    response = logged_in(client, "admin").post(
+        "/admin/notifications/templateversion/",
+        {"action": "approve_selected", admin.helpers.ACTION_CHECKBOX_NAME: [draft.pk]},
+    )
+    assert response.status_code in (200, 302)
+    assert TemplateVersion.objects.get(pk=draft.pk).status == "draft"
+
+
+def test_the_version_page_in_the_admin_shows_its_content_hash_and_links_the_editor(client, draft):
+    page = logged_in(client, "approver").get(f"/admin/notifications/templateversion/{draft.pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert draft.content_hash in html
+    assert 'name="_save"' not in html
+    listing = logged_in(client, "approver").get("/admin/notifications/templateversion/").content.decode()
+    assert f'href="/templates/{draft.pk}/"' in listing
+
+
+def test_support_still_replays_a_dead_letter_from_the_admin(client, send):
+    pk = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "5012"}}).json()["id"]
+    notification = Notification.objects.get(pk=pk)
+    assert actions.claim(notification)
+    assert actions.dead_letter(notification, "twilio", "twilio answered HTTP 503")
+    letter = DeadLetter.objects.get(notification=notification)
+    support = logged_in(client, "support")
+    assert 'value="replay_selected"' in support.get("/admin/notifications/deadletter/").content.decode()
+    response = support.post(
+        "/admin/notifications/deadletter/",
+        {"action": "replay_selected", admin.helpers.ACTION_CHECKBOX_NAME: [letter.pk]},
+    )
+    assert response.status_code == 302
+    letter.refresh_from_db()
+    assert letter.replayed_by == "support"
+    assert Notification.objects.get(pk=pk).state == State.QUEUED
