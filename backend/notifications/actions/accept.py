@@ -16,6 +16,7 @@ from backend.notifications.models import (
     Priority,
     Recipient,
     State,
+    StateChange,
     TemplateVersion,
 )
 from backend.notifications.providers.base import provider_for_channel
@@ -70,8 +71,15 @@ class SendRequest:
 
 @dataclass(frozen=True)
 class Accepted:
+    """The outcome of ``accept``: the notification, and for a new one the history written on acceptance.
+
+    ``notification`` is the in-memory object as accepted (a duplicate's original as read); ``history``
+    is empty for a duplicate.
+    """
+
     notification: Notification
     duplicate: bool
+    history: tuple[StateChange, ...] = ()
 
 
 def _original(request: SendRequest, scope: str) -> Notification | None:
@@ -174,7 +182,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
                 preview=preview,
                 queued_at=now if decision.state == State.QUEUED else None,
             )
-            record_state_change(notification, "", decision.state, history_reason[:64])
+            change = record_state_change(notification, "", decision.state, history_reason[:64])
             if decision.digest_at is not None:
                 _fold_into_digest(notification, decision.digest_at)
             if decision.state == State.QUEUED:
@@ -184,7 +192,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         if original is None:
             raise
         return Accepted(original, duplicate=True)
-    return Accepted(notification, duplicate=False)
+    return Accepted(notification, duplicate=False, history=(change,))
 
 
 def _fold_into_digest(notification: Notification, at: datetime) -> None:
