@@ -7,7 +7,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from backend.notifications import idempotency, policy, rendering
+from backend.notifications import idempotency, masking, policy, rendering
 from backend.notifications.actions.transitions import enqueue_on_commit, record_state_change
 from backend.notifications.models import (
     ApiClient,
@@ -116,7 +116,7 @@ def _check_declared_lengths(kind: Kind, params: dict) -> None:
 def _render_check(
     kind: Kind, recipient: Recipient, channel: str, params: dict, required: bool
 ) -> tuple[TemplateVersion | None, str]:
-    """The template version to send and the start of its text; raises AcceptError when it cannot render.
+    """The template version to send and its preview, secret params masked; raises AcceptError when it cannot render.
 
     ``required`` False (a suppressed notification) tolerates a missing template but still checks params.
     """
@@ -138,7 +138,7 @@ def _render_check(
         raise AcceptError(
             "kind", f"the approved template {version} cannot be rendered ({exc}); ask the template editors to fix it"
         ) from exc
-    return version, (rendered.subject or rendered.text)[:200]
+    return version, masking.masked_preview(version, kind, params, rendered)
 
 
 def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
@@ -174,7 +174,10 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
                 kind=kind,
                 channel=routed.channel,
                 priority=priority,
-                params=request.params,
+                # A suppressed notification is never rendered again: its secret params need not be kept.
+                params=masking.masked_params(kind, request.params)
+                if decision.state == State.SUPPRESSED
+                else request.params,
                 send_at=decision.send_at or request.send_at,
                 state=decision.state,
                 reason=decision.reason,
