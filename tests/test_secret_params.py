@@ -4,6 +4,8 @@ The code is letters and digits outside a-f (K7QX9Z) so that no id, timestamp or 
 contain it by chance: a test that finds it has found a leak.
 """
 
+import hashlib
+import json
 import logging
 from datetime import timedelta
 
@@ -260,3 +262,29 @@ def test_the_admin_refuses_a_secret_flag_that_is_not_a_boolean(client):
         '{"param": {"example": "5012", "max_length": 10, "secret": false}, ...}'
     ]
     assert not Kind.objects.filter(name="pin").exists()
+
+
+def _plain_sha256(code: str) -> str:
+    """The unkeyed hash of an OTP request for Layla with ``code``, as an attacker holding the row would compute it."""
+    payload = {"user_id": "u-ar-1", "kind": "otp", "params": {"code": code}, "channel": None, "priority": None}
+    canonical = json.dumps({**payload, "send_at": None}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_the_stored_request_hash_does_not_give_the_code_away(send):
+    notification_id = send({**OTP, "params": {"code": "000417"}}, key="login-1").json()["id"]
+    stored = Notification.objects.get(pk=notification_id).request_hash
+    # Every other field of the request is known to whoever reads the row: only the code is guessed.
+    assert [code for code in (f"{n:06d}" for n in range(1000)) if _plain_sha256(code) == stored] == []
+
+
+def test_duplicates_are_still_recognised_across_a_key_rotation_and_from_older_rows(send, settings):
+    first = send(OTP, key="login-1").json()
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a-new-secret-key-" + "x" * 40
+    assert send(OTP, key="login-1").json() == {**first, "duplicate": True}
+    assert send({**OTP, "params": {"code": "K7QX9Y"}}, key="login-1").status_code == 422
+
+    # Rows stored before hashes were keyed hold the plain SHA-256.
+    Notification.objects.filter(pk=first["id"]).update(request_hash=_plain_sha256(CODE))
+    assert send(OTP, key="login-1").status_code == 200

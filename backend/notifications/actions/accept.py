@@ -56,17 +56,20 @@ class SendRequest:
     send_at: datetime | None
 
     @property
+    def payload(self) -> dict[str, Any]:
+        """The request as compared for idempotency (the key itself aside)."""
+        return {
+            "user_id": self.user_id,
+            "kind": self.kind,
+            "params": self.params,
+            "channel": self.channel,
+            "priority": self.priority,
+            "send_at": self.send_at.isoformat() if self.send_at else None,
+        }
+
+    @property
     def hash(self) -> str:
-        return idempotency.request_hash(
-            {
-                "user_id": self.user_id,
-                "kind": self.kind,
-                "params": self.params,
-                "channel": self.channel,
-                "priority": self.priority,
-                "send_at": self.send_at.isoformat() if self.send_at else None,
-            }
-        )
+        return idempotency.request_hash(self.payload)
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ class Accepted:
 
 def _original(request: SendRequest, scope: str) -> Notification | None:
     original = Notification.objects.filter(idempotency_scope=scope, idempotency_key=request.idempotency_key).first()
-    if original is not None and original.request_hash != request.hash:
+    if original is not None and not idempotency.same_request(original.request_hash, request.payload):
         raise IdempotencyConflict(
             f"{request.idempotency_key!r} was already used for a different request; use a new key for a new event."
         )
