@@ -60,16 +60,21 @@ def redact(text: str, kind: Kind, params: dict[str, Any]) -> str:
     return text
 
 
-def masked_preview(version: TemplateVersion, kind: Kind, params: dict[str, Any], rendered: rendering.Rendered) -> str:
-    """The start of the message (subject, else text) as staff may see it; ``rendered`` is the real rendering.
+def masked_preview(
+    version: TemplateVersion, kind: Kind, params: dict[str, Any], rendered: rendering.Rendered | None = None
+) -> str:
+    """The start of the message (subject, else text) as staff may see it.
 
-    A kind without secret params reuses ``rendered``; otherwise the version is rendered again with
-    ``masked_params``. A template that cannot render the mask (arithmetic on a code) previews as
-    ``MASK`` alone rather than risk the real text.
+    ``rendered``, the real rendering when the caller has one, is reused for a kind without secret
+    params; otherwise the version is rendered with ``masked_params``. A template that cannot render
+    the mask (arithmetic on a code) previews as ``MASK`` alone rather than risk the real text.
+    Raises ``rendering.RenderError`` only for a kind without secrets whose version does not render.
     """
     if secret_names(kind):
         try:
             rendered = rendering.render(version, masked_params(kind, params))
         except rendering.RenderError:
             return MASK
+    elif rendered is None:
+        rendered = rendering.render(version, params)
     return (rendered.subject or rendered.text)[:PREVIEW_CHARS]

@@ -201,6 +201,11 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     return Accepted(notification, duplicate=False, history=(change,))
 
 
+def digest_content(items: list[str]) -> dict[str, Any]:
+    """A digest's ``params`` and ``preview`` for the (masked) previews of the notifications it holds, in order."""
+    return {"params": {"items": items, "count": len(items)}, "preview": f"{len(items)}: {' · '.join(items)}"[:200]}
+
+
 def _fold_into_digest(notification: Notification, at: datetime) -> None:
     """Add a rate-limited notification to the user's digest going out at ``at`` (created on first use).
 
@@ -226,9 +231,8 @@ def _fold_into_digest(notification: Notification, at: datetime) -> None:
     if created:
         record_state_change(digest, "", State.SCHEDULED, "digest")
     digest = Notification.objects.select_for_update().get(pk=digest.pk)
-    items = [*digest.params.get("items", []), notification.preview]
-    digest.params = {"items": items, "count": len(items)}
-    digest.preview = f"{len(items)}: {' · '.join(items)}"[:200]
+    content = digest_content([*digest.params.get("items", []), notification.preview])
+    digest.params, digest.preview = content["params"], content["preview"]
     digest.save(update_fields=["params", "preview", "updated_at"])
     Notification.objects.filter(pk=notification.pk).update(digest=digest)
     notification.digest = digest
