@@ -1,10 +1,10 @@
 """Secret params (OTP codes): the kind declares them, and staff, logs and API reads see ``MASK`` instead.
 
 A kind marks a param secret in its spec: ``{"code": {"example": "482913", "max_length": 8,
-"secret": true}}``. The clear value is kept in one place only, ``Notification.params``, and only
-while the notification may still be sent: the worker renders the message from it at send time,
-and that message is what the provider must receive. Everything else a person or a log can see is
-masked here:
+"secret": true}}``. Besides the message the provider receives (for ``inapp`` that is the inbox
+message itself), the clear value is kept in one place only, ``Notification.params``, and only while
+the notification may still be sent: the worker renders the message from it at send time. Everything
+else a person or a log can see is masked here:
 
 - the stored preview (and so the digest items copied from it) is rendered with ``MASK`` in place
   of each secret value (``masked_preview``), never the real text with the code cut out afterwards:
