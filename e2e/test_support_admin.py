@@ -48,6 +48,11 @@ def test_support_agent_sees_the_notification_and_its_history(live_server, page, 
 
 def test_home_page_links_the_api_and_the_admin(live_server, page, screenshot, arabic_notification):
     page.goto(f"{live_server.url}/")
+    # Staff only: the login page first, then back to the home page.
+    page.fill("#id_username", "support")
+    page.fill("#id_password", "demo")
+    page.click("input[type=submit]")
+    expect(page).to_have_url(f"{live_server.url}/")
     expect(page.locator("h1")).to_have_text("Notification platform")
     expect(page.locator("a[href='/api/v1/docs']").first).to_be_visible()
     expect(page.locator("table")).to_contain_text("u-ar-1")

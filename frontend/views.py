@@ -1,13 +1,30 @@
 from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET
 
 from backend.notifications.models import Notification
+from frontend.editor.views import staff_only
+
+VIEW_NOTIFICATIONS = "notifications.view_notification"
+# Every staff role holds one of these: support reads notifications, editors, approvers and marketers templates.
+ANY_ROLE = (VIEW_NOTIFICATIONS, "notifications.view_templateversion")
 
 
 @require_GET
-def home(request):
-    """The landing page: what runs here, where the API and the admin are, recent traffic."""
-    by_state = dict(Notification.objects.order_by().values_list("state").annotate(n=Count("id")))
-    recent = Notification.objects.select_related("recipient", "kind")[:10]
-    return render(request, "frontend/home.html", {"by_state": by_state, "recent": recent})
+@staff_only(*ANY_ROLE)
+def home(request: HttpRequest) -> HttpResponse:
+    """The staff landing page: where the API, the editor and the admin are.
+
+    Traffic (counts by state, the latest notifications with their masked previews) only for staff
+    who may read notifications; anonymous visitors go to the login page, staff without a role get 403.
+    """
+    context = {}
+    if request.user.has_perm(VIEW_NOTIFICATIONS):
+        by_state = dict(Notification.objects.order_by().values_list("state").annotate(n=Count("id")))
+        recent = Notification.objects.select_related("recipient", "kind")[:10]
+        context = {"traffic": True, "by_state": by_state, "recent": recent}
+    response = render(request, "frontend/home.html", context)
+    add_never_cache_headers(response)
+    return response

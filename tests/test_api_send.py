@@ -316,3 +316,22 @@ def test_get_unknown_or_malformed_id_is_a_json_404(api):
     malformed = api.get("/api/v1/notifications/not-a-uuid")
     assert malformed.status_code == 404
     assert malformed.json() == {"error": "not_found", "message": "No such resource: /api/v1/notifications/not-a-uuid"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_202_says_queued_even_when_a_worker_claimed_the_row_first(send, monkeypatch):
+    from backend.notifications import tasks
+    from backend.notifications.delivery import dispatch
+
+    # A free worker takes the row the instant it commits, before the view has built its answer.
+    monkeypatch.setattr(
+        tasks, "enqueue_delivery", lambda notification_id, tier, delay=None: dispatch.deliver(notification_id)
+    )
+    response = send({"user_id": "u-en-1", "kind": "otp", "params": {"code": "482913"}}, key="login-u-en-1-1")
+
+    assert response.status_code == 202
+    body = response.json()
+    assert (body["state"], body["provider"], body["sending_at"], body["sent_at"]) == ("queued", "", None, None)
+    assert [(c["from_state"], c["to_state"]) for c in body["state_history"]] == [("", "queued")]
+    assert body["attempts"] == []
+    assert Notification.objects.get(pk=body["id"]).state == State.SENT

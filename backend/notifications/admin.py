@@ -1,8 +1,10 @@
+import json
+
 from django.contrib import admin, messages
 from django.urls import reverse
 from django.utils.html import format_html
 
-from backend.notifications import actions
+from backend.notifications import actions, masking
 from backend.notifications.models import (
     ApiClient,
     Attempt,
@@ -122,7 +124,14 @@ class NotificationAdmin(ReadOnly, admin.ModelAdmin):
     list_select_related = ["recipient", "kind"]
     date_hierarchy = "created_at"
     inlines = [StateChangeInline, AttemptInline]
-    readonly_fields = [f.name for f in Notification._meta.fields]
+    # Params only through masked_params: secret ones (OTP codes) are never shown (masking.py).
+    exclude = ["params"]
+    readonly_fields = [f.name if f.name != "params" else "masked_params" for f in Notification._meta.fields]
+
+    @admin.display(description="params")
+    def masked_params(self, obj: Notification) -> str:
+        """The params as sent, each secret one shown as ••••••."""
+        return json.dumps(masking.masked_params(obj.kind, obj.params), ensure_ascii=False)
 
 
 @admin.register(Attempt)

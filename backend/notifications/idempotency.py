@@ -7,17 +7,42 @@ guarantee.
 """
 
 import hashlib
+import hmac
 import json
 from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.utils.crypto import salted_hmac
+
+_SALT = "notify.idempotency.request"
+
+
+def _canonical(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def request_hash(payload: dict[str, Any]) -> str:
-    """SHA-256 hex of the canonical JSON of ``payload`` (sorted keys, no spaces)."""
-    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """HMAC-SHA256 hex, keyed with ``SECRET_KEY``, of the canonical JSON of ``payload`` (sorted keys, no spaces).
+
+    Keyed because a payload may carry a secret param: a plain hash of a six-digit OTP code and
+    otherwise known fields gives the code back after a million guesses (masking.py).
+    """
+    return salted_hmac(_SALT, _canonical(payload), secret=settings.SECRET_KEY, algorithm="sha256").hexdigest()
+
+
+def same_request(stored_hash: str, payload: dict[str, Any]) -> bool:
+    """Whether ``stored_hash`` is ``payload``'s hash under ``SECRET_KEY`` or one of ``SECRET_KEY_FALLBACKS``.
+
+    Also accepts the unkeyed SHA-256 that rows stored before hashes were keyed hold.
+    """
+    canonical = _canonical(payload)
+    keyed = (
+        salted_hmac(_SALT, canonical, secret=key, algorithm="sha256").hexdigest()
+        for key in [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    )
+    candidates = [*keyed, hashlib.sha256(canonical.encode()).hexdigest()]
+    return any(hmac.compare_digest(stored_hash, candidate) for candidate in candidates)
 
 
 def first_sighting(scope: str, key: str) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from backend.notifications import idempotency, policy, rendering
+from backend.notifications import idempotency, masking, policy, rendering
 from backend.notifications.actions.transitions import enqueue_on_commit, record_state_change
 from backend.notifications.models import (
     ApiClient,
@@ -16,6 +16,7 @@ from backend.notifications.models import (
     Priority,
     Recipient,
     State,
+    StateChange,
     TemplateVersion,
 )
 from backend.notifications.providers.base import provider_for_channel
@@ -55,28 +56,38 @@ class SendRequest:
     send_at: datetime | None
 
     @property
+    def payload(self) -> dict[str, Any]:
+        """The request as compared for idempotency (the key itself aside)."""
+        return {
+            "user_id": self.user_id,
+            "kind": self.kind,
+            "params": self.params,
+            "channel": self.channel,
+            "priority": self.priority,
+            "send_at": self.send_at.isoformat() if self.send_at else None,
+        }
+
+    @property
     def hash(self) -> str:
-        return idempotency.request_hash(
-            {
-                "user_id": self.user_id,
-                "kind": self.kind,
-                "params": self.params,
-                "channel": self.channel,
-                "priority": self.priority,
-                "send_at": self.send_at.isoformat() if self.send_at else None,
-            }
-        )
+        return idempotency.request_hash(self.payload)
 
 
 @dataclass(frozen=True)
 class Accepted:
+    """The outcome of ``accept``: the notification, and for a new one the history written on acceptance.
+
+    ``notification`` is the in-memory object as accepted (a duplicate's original as read); ``history``
+    is empty for a duplicate.
+    """
+
     notification: Notification
     duplicate: bool
+    history: tuple[StateChange, ...] = ()
 
 
 def _original(request: SendRequest, scope: str) -> Notification | None:
     original = Notification.objects.filter(idempotency_scope=scope, idempotency_key=request.idempotency_key).first()
-    if original is not None and original.request_hash != request.hash:
+    if original is not None and not idempotency.same_request(original.request_hash, request.payload):
         raise IdempotencyConflict(
             f"{request.idempotency_key!r} was already used for a different request; use a new key for a new event."
         )
@@ -108,7 +119,7 @@ def _check_declared_lengths(kind: Kind, params: dict) -> None:
 def _render_check(
     kind: Kind, recipient: Recipient, channel: str, params: dict, required: bool
 ) -> tuple[TemplateVersion | None, str]:
-    """The template version to send and the start of its text; raises AcceptError when it cannot render.
+    """The template version to send and its preview, secret params masked; raises AcceptError when it cannot render.
 
     ``required`` False (a suppressed notification) tolerates a missing template but still checks params.
     """
@@ -130,7 +141,7 @@ def _render_check(
         raise AcceptError(
             "kind", f"the approved template {version} cannot be rendered ({exc}); ask the template editors to fix it"
         ) from exc
-    return version, (rendered.subject or rendered.text)[:200]
+    return version, masking.masked_preview(version, kind, params, rendered)
 
 
 def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
@@ -166,7 +177,10 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
                 kind=kind,
                 channel=routed.channel,
                 priority=priority,
-                params=request.params,
+                # A suppressed notification is never rendered again: its secret params need not be kept.
+                params=masking.masked_params(kind, request.params)
+                if decision.state == State.SUPPRESSED
+                else request.params,
                 send_at=decision.send_at or request.send_at,
                 state=decision.state,
                 reason=decision.reason,
@@ -174,7 +188,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
                 preview=preview,
                 queued_at=now if decision.state == State.QUEUED else None,
             )
-            record_state_change(notification, "", decision.state, history_reason[:64])
+            change = record_state_change(notification, "", decision.state, history_reason[:64])
             if decision.digest_at is not None:
                 _fold_into_digest(notification, decision.digest_at)
             if decision.state == State.QUEUED:
@@ -184,7 +198,12 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         if original is None:
             raise
         return Accepted(original, duplicate=True)
-    return Accepted(notification, duplicate=False)
+    return Accepted(notification, duplicate=False, history=(change,))
+
+
+def digest_content(items: list[str]) -> dict[str, Any]:
+    """A digest's ``params`` and ``preview`` for the (masked) previews of the notifications it holds, in order."""
+    return {"params": {"items": items, "count": len(items)}, "preview": f"{len(items)}: {' · '.join(items)}"[:200]}
 
 
 def _fold_into_digest(notification: Notification, at: datetime) -> None:
@@ -212,9 +231,8 @@ def _fold_into_digest(notification: Notification, at: datetime) -> None:
     if created:
         record_state_change(digest, "", State.SCHEDULED, "digest")
     digest = Notification.objects.select_for_update().get(pk=digest.pk)
-    items = [*digest.params.get("items", []), notification.preview]
-    digest.params = {"items": items, "count": len(items)}
-    digest.preview = f"{len(items)}: {' · '.join(items)}"[:200]
+    content = digest_content([*digest.params.get("items", []), notification.preview])
+    digest.params, digest.preview = content["params"], content["preview"]
     digest.save(update_fields=["params", "preview", "updated_at"])
     Notification.objects.filter(pk=notification.pk).update(digest=digest)
     notification.digest = digest

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from backend.notifications import masking
 from backend.notifications.actions.transitions import enqueue_on_commit, transition
 from backend.notifications.models import (
     Attempt,
@@ -62,23 +63,41 @@ def finish_attempt(attempt: Attempt, result: str, latency_ms: int, error: str = 
     )
 
 
+def _secrets_at_rest(notification: Notification) -> dict[str, Any]:
+    """The fields that mask a notification's secret params once nothing will render them again (masking.py)."""
+    if not masking.secret_names(notification.kind):
+        return {}
+    return {"params": masking.masked_params(notification.kind, notification.params)}
+
+
 def mark_sent(notification: Notification, provider: str, provider_ref: str, reason: str = "") -> bool:
-    """The provider accepted the message (``reason`` "sent-marker" when a crash hid that from the row)."""
+    """The provider accepted the message (``reason`` "sent-marker" when a crash hid that from the row).
+
+    Secret params are masked in the row: the provider has the message, nothing renders it again.
+    """
     return transition(
         notification, State.SENT, reason, provider=provider, provider_ref=provider_ref, sent_at=timezone.now(),
-        last_error="",
+        last_error="", **_secrets_at_rest(notification),
     )  # fmt: skip
 
 
+def _fail(notification: Notification, reason: str, error: str, **fields: Any) -> bool:
+    return transition(notification, State.FAILED, reason, failed_at=timezone.now(), last_error=error[:2000], **fields)
+
+
 def mark_failed(notification: Notification, reason: str, error: str) -> bool:
-    """A permanent error, or no way to send: nothing more will be tried."""
-    return transition(notification, State.FAILED, reason, failed_at=timezone.now(), last_error=error[:2000])
+    """A permanent error, or no way to send: nothing more will be tried, so secret params are masked in the row."""
+    return _fail(notification, reason, error, **_secrets_at_rest(notification))
 
 
 def dead_letter(notification: Notification, provider: str, error: str) -> bool:
-    """The last attempt failed transiently: fail it and keep a dead letter support can replay."""
+    """The last attempt failed transiently: fail it and keep a dead letter support can replay.
+
+    Secret params stay: a replay within the kind's validity renders the message again from them
+    (past it, the replay expires the notification and that masks them).
+    """
     with transaction.atomic():
-        moved = mark_failed(notification, "attempts-exhausted", error)
+        moved = _fail(notification, "attempts-exhausted", error)
         if moved:
             DeadLetter.objects.create(
                 notification=notification, provider=provider, last_error=error[:2000],
@@ -88,8 +107,11 @@ def dead_letter(notification: Notification, provider: str, error: str) -> bool:
 
 
 def expire(notification: Notification, from_state: str = State.QUEUED) -> bool:
-    """Past its kind's validity window: it will never be handed to a provider."""
-    return transition(notification, State.EXPIRED, "validity-expired", from_state=from_state, expired_at=timezone.now())
+    """Past its kind's validity window: it will never be handed to a provider, so secret params are masked."""
+    return transition(
+        notification, State.EXPIRED, "validity-expired", from_state=from_state, expired_at=timezone.now(),
+        **_secrets_at_rest(notification),
+    )  # fmt: skip
 
 
 def requeue_for_retry(notification: Notification, delay: float, error: str) -> bool:

@@ -12,9 +12,11 @@ from backend.notifications.models import (
 )
 
 
-def record_state_change(notification: Notification, from_state: str, to_state: str, reason: str = "") -> None:
-    """Write one row of the notification's state history."""
-    StateChange.objects.create(notification=notification, from_state=from_state, to_state=to_state, reason=reason)
+def record_state_change(notification: Notification, from_state: str, to_state: str, reason: str = "") -> StateChange:
+    """Write one row of the notification's state history, and return it."""
+    return StateChange.objects.create(
+        notification=notification, from_state=from_state, to_state=to_state, reason=reason
+    )
 
 
 def enqueue_on_commit(notification: Notification, delay: float | None = None) -> None:

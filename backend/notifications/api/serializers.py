@@ -7,9 +7,11 @@ from datetime import timedelta
 import phonenumbers
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from backend.notifications import locales
+from backend.notifications import locales, masking
 from backend.notifications.models import Attempt, Channel, Notification, Priority, StateChange
 
 MAX_PARAMS_BYTES = 16 * 1024
@@ -173,9 +175,21 @@ class AttemptSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
+class MaskedParamsField(serializers.Field):
+    """A notification's params as readers may see them: each param its kind declares secret is ``••••••``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(source="*", read_only=True, **kwargs)
+
+    def to_representation(self, value: Notification) -> dict:
+        return masking.masked_params(value.kind, value.params)
+
+
 class NotificationSerializer(serializers.ModelSerializer):
     user_id = serializers.CharField(source="recipient.user_id")
     kind = serializers.CharField(source="kind.name")
+    params = MaskedParamsField(help_text="As sent, with each secret param (an OTP code) shown as ••••••.")
     template = serializers.SerializerMethodField()
     state_history = StateChangeSerializer(source="state_changes", many=True)
     attempts = AttemptSerializer(many=True)

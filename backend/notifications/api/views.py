@@ -37,6 +37,24 @@ def _notification(pk) -> Notification:
     return notification
 
 
+def _answer_for(accepted: actions.Accepted) -> Notification:
+    """What a send is answered with: a new notification as it was accepted, a duplicate's original as it is now.
+
+    A free worker claims a new row the instant it commits, before this answer is built; read back, it
+    would say ``sending`` or even ``sent``. So a new one is answered from the accepted object in memory,
+    with the history written on acceptance and no attempts (README: the 202 says queued, scheduled or
+    suppressed).
+    """
+    if accepted.duplicate:
+        notification = _notification(accepted.notification.pk)
+    else:
+        notification = accepted.notification
+        # What prefetch_related would load, taken from the moment of acceptance instead of the table.
+        notification._prefetched_objects_cache = {"state_changes": list(accepted.history), "attempts": []}
+    notification.duplicate = accepted.duplicate
+    return notification
+
+
 def _idempotency_key(request: Request) -> str:
     # HTTP header values arrive as Latin-1 (WSGI/ASGI); callers send UTF-8 bytes.
     raw = request.headers.get("Idempotency-Key", "")
@@ -88,10 +106,8 @@ class NotificationCreateView(APIView):
             return validation_response({exc.field: [exc.message]})
         except actions.IdempotencyConflict as exc:
             return validation_response({"Idempotency-Key": [str(exc)]})
-        notification = _notification(accepted.notification.pk)
-        notification.duplicate = accepted.duplicate
         return Response(
-            AcceptedSerializer(notification).data,
+            AcceptedSerializer(_answer_for(accepted)).data,
             status=status.HTTP_200_OK if accepted.duplicate else status.HTTP_202_ACCEPTED,
         )
 

@@ -9,11 +9,12 @@ the backup (high tier), dead letter, or failed. Nothing here sleeps.
 import logging
 import random
 import time
+import traceback
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from backend.notifications import actions, links, pricing, rendering, sms_encoding
+from backend.notifications import actions, links, masking, pricing, rendering, sms_encoding
 from backend.notifications.delivery import breaker, budget, sent_marker
 from backend.notifications.delivery.retry import backoff_delay
 from backend.notifications.models import Attempt, Category, Channel, Device, Notification, State
@@ -118,20 +119,29 @@ def sms_cost(message: OutboundMessage, provider: Provider) -> dict:
     return {**fields, "cost": quote.per_message, "currency": quote.currency}
 
 
-def _send(provider: Provider, message: OutboundMessage) -> str:
+def _redact(notification: Notification, text: str) -> str:
+    return masking.redact(text, notification.kind, notification.params)
+
+
+def _send(notification: Notification, provider: Provider, message: OutboundMessage) -> str:
     """``provider.send``, with any unexpected exception turned into a transient ``ProviderError``.
 
     A bug or an odd input must end as a recorded attempt that counts towards
     the retry limit, never as a crash that leaves the row in ``sending`` for
-    the sweeper to hand out again and again.
+    the sweeper to hand out again and again. The error's text has the
+    notification's secret params masked: a provider may quote the message back,
+    and the text goes to the attempt row, the notification, a dead letter and the log.
     """
     try:
         return provider.send(message)
-    except ProviderError:
+    except ProviderError as exc:
+        exc.args = (_redact(notification, str(exc)),)
         raise
     except Exception as exc:
-        logger.exception("provider %s raised", provider.name)
-        raise ProviderError(f"{provider.name} raised {exc.__class__.__name__}: {exc}", permanent=False) from exc
+        trace = _redact(notification, "".join(traceback.format_exception(exc)))
+        logger.error("provider %s raised\n%s", provider.name, trace.rstrip())
+        error = _redact(notification, f"{provider.name} raised {exc.__class__.__name__}: {exc}")
+        raise ProviderError(error, permanent=False) from None
 
 
 def _call(notification: Notification, target: Target, slot: budget.Slot) -> str:
@@ -143,7 +153,7 @@ def _call(notification: Notification, target: Target, slot: budget.Slot) -> str:
         attempt = actions.start_attempt(notification, provider.name, target.device, sms)
         started = time.monotonic()
         try:
-            reference = _send(provider, message)
+            reference = _send(notification, provider, message)
         except ProviderError as exc:
             latency = round((time.monotonic() - started) * 1000)
             result = Attempt.Result.PERMANENT if exc.permanent else Attempt.Result.TRANSIENT
@@ -243,7 +253,7 @@ def _deliver_claimed(notification: Notification, destinations: list[list[Target]
         try:
             sent = _send_to(notification, candidates, gated if index == 0 else None) or sent
         except rendering.RenderError as exc:
-            actions.mark_failed(notification, "render-error", str(exc))
+            actions.mark_failed(notification, "render-error", _redact(notification, str(exc)))
             return
         except (ProviderError, Wait) as exc:
             # A transient failure of any destination wins: it is worth a retry.

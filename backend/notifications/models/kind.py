@@ -36,11 +36,17 @@ def _validate_channels(value) -> None:
         raise ValidationError("Each channel once.")
 
 
+_PARAMS_SHAPE = '{"param": {"example": "5012", "max_length": 10, "secret": false}, ...}'
+
+
 def _validate_params(value) -> None:
-    if not isinstance(value, dict) or any(
-        not isinstance(spec, dict) or not isinstance(spec.get("max_length", 0), int) for spec in value.values()
-    ):
-        raise ValidationError('{"param": {"example": "5012", "max_length": 10}, ...}')
+    if not isinstance(value, dict) or any(not isinstance(spec, dict) for spec in value.values()):
+        raise ValidationError(_PARAMS_SHAPE)
+    for name, spec in value.items():
+        if not isinstance(spec.get("max_length", 0), int):
+            raise ValidationError(f'"{name}": max_length must be a whole number, as in {_PARAMS_SHAPE}')
+        if not isinstance(spec.get("secret", False), bool):
+            raise ValidationError(f'"{name}": "secret" must be true or false, as in {_PARAMS_SHAPE}')
 
 
 class Kind(models.Model):
@@ -50,7 +56,9 @@ class Kind(models.Model):
     (in order of preference), the tier, whether users may opt out, and what
     a rate-limited notification becomes. ``params`` declares each param with
     an example value and a maximum length, so a template can be priced for
-    the example and for the worst case.
+    the example and for the worst case, and ``"secret": true`` for a param
+    (an OTP code) that only the provider may see: masked in every preview,
+    admin page, API read and log (``backend/notifications/masking.py``).
     """
 
     name = models.SlugField(max_length=64, unique=True)

@@ -34,7 +34,7 @@ class Notification(models.Model):
     UNIQUE within its ``idempotency_scope`` (the calling client): the database
     is the last guarantee against duplicates, and two services that happen to
     pick the same key do not swallow each other's notifications.
-    ``request_hash`` is the SHA-256 of the canonical request, to tell a
+    ``request_hash`` is a keyed SHA-256 (HMAC) of the canonical request, to tell a
     retry (same body) from a misuse of the key (different body).
     """
 

@@ -19,7 +19,7 @@ DEMO_PASSWORD = "demo"
 # name → description, category, priority, channels in order, validity (s), over the rate limit, declared params.
 KINDS = {
     "otp": ("One-time login code", Category.SECURITY, Priority.HIGH, [Channel.SMS, Channel.EMAIL], 300,
-            OverLimit.SUPPRESS, {"code": {"example": "482913", "max_length": 8}}),
+            OverLimit.SUPPRESS, {"code": {"example": "482913", "max_length": 8, "secret": True}}),
     "shipped": ("Order shipped", Category.TRANSACTIONAL, Priority.STANDARD, [Channel.EMAIL, Channel.PUSH, Channel.SMS],
                 7 * 86400, OverLimit.SUPPRESS, {"order": {"example": "5012", "max_length": 12},
                                                 "tracking_url": {"example": "https://example.com/t/5012",

@@ -1,0 +1,79 @@
+"""The home page `/`: staff only, and traffic only for staff who may read notifications."""
+
+import pytest
+from django.contrib.auth.models import User
+
+from backend.notifications import actions
+
+pytestmark = pytest.mark.usefixtures("demo_data")
+
+MASK = "••••••"
+
+
+@pytest.fixture
+def login_code():
+    """An OTP accepted for Layla, code K7QX9Z (letters: no timestamp or id on a page can contain it by chance)."""
+    request = actions.SendRequest(
+        idempotency_key="login-u-ar-1-1", user_id="u-ar-1", kind="otp", params={"code": "K7QX9Z"},
+        channel=None, priority=None, send_at=None,
+    )  # fmt: skip
+    return actions.accept(request, client=None).notification
+
+
+@pytest.fixture
+def support_agent():
+    return User.objects.get(username="support")
+
+
+@pytest.fixture
+def staff_without_role():
+    return User.objects.create_user("newhire", password="x", is_staff=True)
+
+
+def test_anonymous_visitors_go_to_the_login_page(client, login_code):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/login/?next=/"
+
+
+def test_staff_without_a_role_are_refused(client, staff_without_role, login_code):
+    client.force_login(staff_without_role)
+    response = client.get("/")
+    assert response.status_code == 403
+    assert b"K7QX9Z" not in response.content
+
+
+def test_a_user_who_is_not_staff_is_refused_even_with_the_permission(client, login_code):
+    from django.contrib.auth.models import Permission
+
+    user = User.objects.create_user("customer", password="x")
+    user.user_permissions.add(Permission.objects.get(codename="view_notification"))
+    client.force_login(user)
+    assert client.get("/").status_code == 403
+
+
+def test_support_sees_recent_traffic_with_the_code_masked(client, support_agent, login_code):
+    client.force_login(support_agent)
+    response = client.get("/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "u-ar-1" in page
+    assert f"رمز التحقق الخاص بك هو {MASK}. تنتهي صلاحيته خلال 5 دقائق." in page
+    assert "K7QX9Z" not in page
+    assert "no-cache" in response["Cache-Control"] and "private" in response["Cache-Control"]
+
+
+@pytest.mark.parametrize("username", ["editor", "approver", "marketer"])
+def test_template_roles_get_the_links_but_not_the_traffic(client, username, login_code):
+    client.force_login(User.objects.get(username=username))
+    response = client.get("/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'href="/templates/"' in page
+    assert "u-ar-1" not in page and "Recent" not in page and "Notifications by state" not in page
+
+
+def test_the_superuser_sees_the_traffic(client, login_code):
+    client.force_login(User.objects.get(username="admin"))
+    page = client.get("/").content.decode()
+    assert "Recent" in page and "u-ar-1" in page and "K7QX9Z" not in page
