@@ -159,3 +159,31 @@ def test_readiness_fails_while_redis_is_unreachable_and_liveness_holds(client, r
     checks = response.json()["checks"]
     assert checks["database"] == "ok"
     assert checks["redis"].startswith("down: ConnectionError")
+
+
+def test_a_send_the_provider_accepted_is_recorded_sent_when_redis_dies_during_the_call(send, settings, monkeypatch):
+    """Bulkhead release, sent-marker and breaker bookkeeping come after the call: none may fail the status write."""
+    from backend.notifications.delivery import dispatch
+    from backend.notifications.providers.fake import FakeSmsProvider
+
+    pk = send({"user_id": "u-ar-1", "kind": "otp", "params": {"code": "123456"}}, key="login-1").json()["id"]
+    accept_call = FakeSmsProvider.send
+
+    def redis_dies_meanwhile(provider, message):
+        settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+        return accept_call(provider, message)
+
+    monkeypatch.setattr(FakeSmsProvider, "send", redis_dies_meanwhile)
+    dispatch.deliver(pk)
+
+    notification = Notification.objects.get(pk=pk)
+    assert (notification.state, notification.provider) == (State.SENT, "fake-sms")
+    assert list(notification.attempts.values_list("result", flat=True)) == ["sent"]
+
+
+def test_the_velocity_alarm_fails_open(redis_down):
+    from backend.notifications import policy
+    from backend.notifications.models import Recipient, VelocityAlarm
+
+    policy._watch_velocity(Recipient.objects.get(user_id="u-ar-1"), 1_000_000.0)
+    assert not VelocityAlarm.objects.exists()
