@@ -8,6 +8,9 @@ every variable; ``manage.py check --deploy`` refuses dangerous production values
 from pathlib import Path
 
 import dj_database_url
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_str
 
@@ -52,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A database outage in a view answers 503 with Retry-After, not a 500.
+    "backend.notifications.api.errors.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "backend.urls"
@@ -90,6 +95,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif env_bool("DATABASE_POOL", False):
     # psycopg's pool (requirements/prod.txt) instead of one connection per request.
     DATABASES["default"]["OPTIONS"] = {"pool": True}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # libpq waits for ever for a server that does not answer: a lost database must fail requests
+    # (503, readiness) within seconds. ``?connect_timeout=N`` in DATABASE_URL overrides it.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 # Reused connections are checked before use, so a restarted PostgreSQL costs one error, not many.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Worker processes are long-lived and synchronous: a connection per thread, kept, beats a new
@@ -100,12 +109,25 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Redis holds only what can be lost or rebuilt (DESIGN.md §3): the Huey queues,
 # the channel layer and counters such as the idempotency fast path.
 REDIS_URL = env_str("REDIS_URL", "")
+# Seconds every Redis client (cache, counters, Huey, shared state) waits to connect and for an
+# answer. redis-py waits for ever to connect by default: a dead Redis must cost a request
+# milliseconds, then the caller's documented fallback (README "When Redis or PostgreSQL is down").
+REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 0.25, minimum=0.01)
+REDIS_SOCKET_TIMEOUT = env_float("REDIS_SOCKET_TIMEOUT", 0.5, minimum=0.01)
+REDIS_CLIENT_OPTIONS = {
+    "socket_connect_timeout": REDIS_CONNECT_TIMEOUT,
+    "socket_timeout": REDIS_SOCKET_TIMEOUT,
+    # One immediate retry on a fresh connection heals a pooled connection that a Redis restart
+    # closed; a Redis that is really down fails again within milliseconds. Timeouts are not retried.
+    "retry": Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
+}
 
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
+            "OPTIONS": REDIS_CLIENT_OPTIONS,
         }
     }
     # Redis pub/sub rather than channels-redis's list-based layer: measured with 1,000 sockets on

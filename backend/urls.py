@@ -1,16 +1,8 @@
 from django.contrib import admin
-from django.http import JsonResponse
 from django.urls import include, path, re_path
-from django.views.decorators.http import require_GET
 
+from backend.health import healthz, readyz
 from backend.notifications.api.errors import api_not_found
-
-
-@require_GET
-def healthz(request):
-    """Liveness for nginx, the demo script and orchestrators."""
-    return JsonResponse({"status": "ok"})
-
 
 urlpatterns = [
     path("api/v1/", include("backend.notifications.api.urls")),
@@ -18,6 +10,7 @@ urlpatterns = [
     path("inbox/", include("inbox.urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("", include("frontend.urls")),
     # Last: every other /api/ URL answers JSON, whatever DEBUG says.
     re_path(r"^api/", api_not_found),

@@ -33,7 +33,7 @@ def test_openapi_schema_is_served_as_json_without_a_key(client, db):
         "in": "header",
         "required": True,
     }
-    assert set(post["responses"]) == {"200", "202", "400", "401", "422"}
+    assert set(post["responses"]) == {"200", "202", "400", "401", "422", "503"}
 
 
 def test_api_docs_page_uses_vendored_assets(client, db):

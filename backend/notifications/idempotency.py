@@ -3,7 +3,9 @@
 The fast path (``SET NX`` with a 24 h TTL through Django's cache, Redis when
 ``REDIS_URL`` is set) only tells a key certainly new from one possibly seen;
 correctness rests on the database's UNIQUE index, so losing Redis loses no
-guarantee.
+guarantee. While Redis is unreachable every key counts as possibly seen: the
+caller looks for the original in PostgreSQL, and a race between two new
+requests is settled by the UNIQUE index as always.
 """
 
 import hashlib
@@ -20,6 +22,8 @@ _SALT = "notify.idempotency.request"
 
 def _canonical(payload: dict[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+from backend.notifications.delivery.shared_state import RedisUnavailable, guard
 
 
 def request_hash(payload: dict[str, Any]) -> str:
@@ -46,7 +50,14 @@ def same_request(stored_hash: str, payload: dict[str, Any]) -> bool:
 
 
 def first_sighting(scope: str, key: str) -> bool:
-    """True when ``key`` was certainly not seen in ``scope`` in the last TTL; False when it may have been."""
+    """True when ``key`` was certainly not seen in ``scope`` in the last TTL; False when it may have been.
+
+    False too when Redis is unreachable (fails towards the PostgreSQL lookup, never towards a duplicate).
+    """
     # Hashed so that any caller-chosen key (spaces, unicode, 255 chars) is a safe cache key.
     digest = hashlib.sha256(f"{scope}\n{key}".encode()).hexdigest()
-    return cache.add(f"idem:{digest}", 1, timeout=settings.NOTIFY["IDEMPOTENCY_TTL"])
+    try:
+        with guard("idempotency fast path"):
+            return cache.add(f"idem:{digest}", 1, timeout=settings.NOTIFY["IDEMPOTENCY_TTL"])
+    except RedisUnavailable:
+        return False

@@ -5,6 +5,14 @@ is silent. Security kinds (OTPs, security alerts) ignore opt-outs, quiet
 hours and user rate limits, and have their own, stricter limit per phone
 number instead, with a velocity alarm per destination country against SMS
 pumping (toll fraud: bots requesting OTPs to premium numbers).
+
+The counters live in Redis; when it is unreachable each fails in a chosen
+direction (README "When Redis or PostgreSQL is down"): the per-phone OTP
+limit fails CLOSED (``LimitUnavailable``, HTTP 503 with ``Retry-After``:
+an OTP that cannot be counted is not sent, or SMS pumping would be
+unbounded exactly while Redis is down), the velocity alarm and the user
+rate limits fail OPEN (an outage sends a little more marketing rather than
+dropping transactional mail).
 """
 
 import logging
@@ -16,12 +24,29 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from backend.notifications import pricing, quiet_hours, rate_limits
+from backend.notifications.delivery.shared_state import RedisUnavailable, guard
 from backend.notifications.models import Channel, Kind, Preference, Priority, Recipient, State, VelocityAlarm
 from backend.notifications.providers.base import provider_for_channel
 
 logger = logging.getLogger(__name__)
 
 _WINDOW_SECONDS = {"h": 3600, "d": 86400}
+# Seconds an OTP caller waits before retrying while its limit cannot be checked: about twice
+# shared_state.DOWN_MEMO_SECONDS, so the retry meets a fresh connection attempt.
+OTP_RETRY_AFTER = 2
+
+
+class LimitUnavailable(Exception):
+    """A limit that fails closed could not be checked (Redis unreachable); nothing was stored.
+
+    The API answers 503 with ``Retry-After: retry_after`` (seconds) and ``message``; the caller
+    retries with the same idempotency key.
+    """
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -96,22 +121,38 @@ def route(kind: Kind, recipient: Recipient, requested: str | None) -> Route:
 
 
 def _otp_allowed(recipient: Recipient, now: float) -> bool:
+    """Count one OTP to the phone if the window has room; fails CLOSED (``LimitUnavailable``) without Redis."""
     conf = settings.NOTIFY
     window = rate_limits.Window(f"otp:{recipient.phone}", conf["OTP_WINDOW"], conf["OTP_LIMIT"])
-    return rate_limits.hit([window], now).allowed
+    try:
+        return rate_limits.hit([window], now).allowed
+    except RedisUnavailable as exc:
+        raise LimitUnavailable(
+            "The per-phone OTP limit cannot be checked right now (Redis is unreachable), so the code was not "
+            f"sent. Nothing was stored: retry with the same Idempotency-Key after {OTP_RETRY_AFTER} seconds.",
+            OTP_RETRY_AFTER,
+        ) from exc
 
 
 def _watch_velocity(recipient: Recipient, now: float) -> None:
-    """Count OTP SMS per destination country per minute; over the threshold, log and store one alarm a minute."""
+    """Count OTP SMS per destination country per minute; over the threshold, log and store one alarm a minute.
+
+    Fails OPEN: without Redis nothing is counted; the alarm watches for fraud, it never stops a send.
+    """
     try:
         country = pricing.country_for_number(recipient.phone)
     except pricing.PricingError:
         return
     key = f"velocity:{country}"
-    rate_limits.hit([rate_limits.Window(key, 60, 1_000_000_000)], now)
-    sent = rate_limits.count(key, 60, now)
     threshold = settings.NOTIFY["OTP_VELOCITY_PER_MINUTE"]
-    if sent > threshold and cache.add(f"velocity-alarm:{country}:{int(now // 60)}", 1, timeout=120):
+    try:
+        rate_limits.hit([rate_limits.Window(key, 60, 1_000_000_000)], now)
+        sent = rate_limits.count(key, 60, now)
+        with guard("velocity alarm"):
+            alarm = sent > threshold and cache.add(f"velocity-alarm:{country}:{int(now // 60)}", 1, timeout=120)
+    except RedisUnavailable:
+        return
+    if alarm:
         logger.warning("SMS pumping? %d OTP SMS to %s in the last minute (threshold %d)", sent, country, threshold)
         VelocityAlarm.objects.create(country=country, count=sent, threshold=threshold)
 
@@ -124,10 +165,21 @@ def _rate_windows(kind: Kind, recipient: Recipient) -> list[rate_limits.Window]:
     ]
 
 
+def _rate_verdict(kind: Kind, recipient: Recipient, now: float) -> rate_limits.Verdict:
+    """The user's rate limits for the kind's category; fails OPEN (allowed) without Redis."""
+    try:
+        return rate_limits.hit(_rate_windows(kind, recipient), now)
+    except RedisUnavailable:
+        return rate_limits.Verdict(True)
+
+
 def decide(
     kind: Kind, recipient: Recipient, route_: Route, priority: str, send_at: datetime | None, now: datetime
 ) -> Decision:
-    """Apply opted-out → otp-limit → quiet-hours → rate-limited, in that order (DESIGN.md §2)."""
+    """Apply opted-out → otp-limit → quiet-hours → rate-limited, in that order (DESIGN.md §2).
+
+    Raises ``LimitUnavailable`` when an OTP's per-phone limit cannot be checked.
+    """
     if route_.reason:
         return Decision(State.SUPPRESSED, route_.reason)
     epoch = now.timestamp()
@@ -142,7 +194,7 @@ def decide(
         end = quiet_hours.quiet_hours_end(
             due, recipient.time_zone, recipient.quiet_hours_start, recipient.quiet_hours_end
         )
-        verdict = rate_limits.hit(_rate_windows(kind, recipient), epoch)
+        verdict = _rate_verdict(kind, recipient, epoch)
         if not verdict.allowed:
             return _over_limit(kind, recipient, verdict, now)
         if end is not None:

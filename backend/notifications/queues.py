@@ -10,14 +10,22 @@ never derived from ``DEBUG``.
 
 from django.conf import settings
 from huey import Huey, PriorityRedisHuey, SqliteHuey
+from redis import ConnectionPool
 
 TIERS = ("high", "standard")
+# Seconds a worker's blocking pop (BZPOPMIN) waits for a task before polling again (Huey's default).
+READ_TIMEOUT = 1
 
 
 def _make_huey(tier: str) -> Huey:
     name = f"notify-{tier}"
     if settings.REDIS_URL:
-        return PriorityRedisHuey(name, url=settings.REDIS_URL, immediate=settings.HUEY_IMMEDIATE, results=False)
+        # The worker's blocking pop waits up to READ_TIMEOUT s for a task: the socket must outlast it.
+        options = {**settings.REDIS_CLIENT_OPTIONS, "socket_timeout": READ_TIMEOUT + settings.REDIS_SOCKET_TIMEOUT}
+        pool = ConnectionPool.from_url(settings.REDIS_URL, **options)
+        return PriorityRedisHuey(
+            name, connection_pool=pool, read_timeout=READ_TIMEOUT, immediate=settings.HUEY_IMMEDIATE, results=False
+        )
     return SqliteHuey(
         name,
         filename=str(settings.DATA_DIR / f"huey-{tier}.sqlite3"),

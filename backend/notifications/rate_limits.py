@@ -4,6 +4,10 @@ Each limit is a sorted set of event times in Redis (a sliding log): an event
 is counted only if every window it belongs to has room, and then in all of
 them at once (one Lua script, atomic). Without Redis (the embedded default)
 the same rule runs in this process. Times are seconds since the epoch.
+
+When Redis is unreachable ``hit`` and ``count`` raise
+``shared_state.RedisUnavailable``:
+whether a limit then fails open or closed is the caller's decision (policy.py).
 """
 
 import threading
@@ -11,7 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from backend.notifications.delivery.shared_state import redis_client
+from backend.notifications.delivery.shared_state import guard, redis_client
 
 _HIT = """
 local now = tonumber(ARGV[1])
@@ -66,7 +70,10 @@ def _hit_local(windows: list[Window], now: float) -> Verdict:
 
 
 def hit(windows: list[Window], now: float | None = None) -> Verdict:
-    """Count one event in every window if all have room; else count nothing and say which refused."""
+    """Count one event in every window if all have room; else count nothing and say which refused.
+
+    Raises ``RedisUnavailable`` when the shared windows cannot be read.
+    """
     windows = [w for w in windows if w.limit > 0]
     if not windows:
         return Verdict(True)
@@ -77,7 +84,8 @@ def hit(windows: list[Window], now: float | None = None) -> Verdict:
     args: list = [now]
     for window in windows:
         args += [window.seconds, window.limit]
-    refused, oldest = client.eval(_HIT, len(windows), *[w.key for w in windows], *args, uuid.uuid4().hex)
+    with guard("rate limit"):
+        refused, oldest = client.eval(_HIT, len(windows), *[w.key for w in windows], *args, uuid.uuid4().hex)
     if not refused:
         return Verdict(True)
     window = windows[int(refused) - 1]
@@ -85,13 +93,14 @@ def hit(windows: list[Window], now: float | None = None) -> Verdict:
 
 
 def count(key: str, seconds: float, now: float | None = None) -> int:
-    """Events under ``key`` in the last ``seconds`` (read only)."""
+    """Events under ``key`` in the last ``seconds`` (read only); raises ``RedisUnavailable``."""
     now = time.time() if now is None else now
     client = redis_client()
     if client is None:
         with _lock:
             return sum(1 for t in _local.get(key, []) if t > now - seconds)
-    return client.zcount(key, now - seconds, "+inf")
+    with guard("rate count"):
+        return client.zcount(key, now - seconds, "+inf")
 
 
 def reset_local() -> None:

@@ -7,6 +7,7 @@ notification is only ever consumed by the high-tier workers.
 from django.db import close_old_connections
 
 from backend.notifications.delivery import dispatch
+from backend.notifications.delivery.shared_state import guard
 from backend.notifications.queues import HUEYS
 
 
@@ -26,10 +27,12 @@ def enqueue_delivery(notification_id: str, tier: str, delay: float | None = None
     """Put a delivery on ``tier``'s queue, after ``delay`` seconds when given.
 
     Call it from ``transaction.on_commit``: a task must never run before the
-    row it names is visible to the worker.
+    row it names is visible to the worker. Raises ``RedisUnavailable`` when
+    the queue cannot be reached; the row stays for the sweeper.
     """
     task = DELIVER[tier]
-    if delay:
-        task.schedule(args=(str(notification_id),), delay=delay)
-    else:
-        task(str(notification_id))
+    with guard("enqueue"):
+        if delay:
+            task.schedule(args=(str(notification_id),), delay=delay)
+        else:
+            task(str(notification_id))

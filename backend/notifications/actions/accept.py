@@ -150,8 +150,11 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     Idempotent by ``request.idempotency_key``: the same key and request give
     back the original (``duplicate=True``), also under concurrency, where
     the UNIQUE constraint makes every loser of the race read the winner's row.
-    Raises ``AcceptError`` (unknown kind/user, unrenderable params) and
-    ``IdempotencyConflict`` (same key, different request).
+    Raises ``AcceptError`` (unknown kind/user, unrenderable params),
+    ``IdempotencyConflict`` (same key, different request) and
+    ``policy.LimitUnavailable`` (an OTP whose per-phone limit cannot be
+    checked without Redis: nothing is stored). Any other Redis outage is
+    absorbed: see README "When Redis or PostgreSQL is down".
     """
     scope = scope_of(client)
     if not idempotency.first_sighting(scope, request.idempotency_key):

@@ -1,15 +1,19 @@
 """The one conditional-transition helper every state change uses, its history row and enqueue on commit."""
 
+import logging
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from backend.notifications.delivery.shared_state import RedisUnavailable
 from backend.notifications.models import (
     Notification,
     State,
     StateChange,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def record_state_change(notification: Notification, from_state: str, to_state: str, reason: str = "") -> StateChange:
@@ -20,11 +24,22 @@ def record_state_change(notification: Notification, from_state: str, to_state: s
 
 
 def enqueue_on_commit(notification: Notification, delay: float | None = None) -> None:
-    """Hand the notification's id to its tier's queue once the transaction commits (``delay`` in seconds)."""
+    """Hand the notification's id to its tier's queue once the transaction commits (``delay`` in seconds).
+
+    If Redis is unreachable then, the row is committed and stays ``queued``: the sweeper
+    re-enqueues it once ``NOTIFY_VISIBILITY_TIMEOUT`` has passed and the queue is back.
+    """
+    notification_id, tier = str(notification.pk), notification.priority
+    transaction.on_commit(lambda: _enqueue_or_leave_for_sweeper(notification_id, tier, delay))
+
+
+def _enqueue_or_leave_for_sweeper(notification_id: str, tier: str, delay: float | None) -> None:
     from backend.notifications.tasks import enqueue_delivery
 
-    notification_id, tier = str(notification.pk), notification.priority
-    transaction.on_commit(lambda: enqueue_delivery(notification_id, tier, delay))
+    try:
+        enqueue_delivery(notification_id, tier, delay)
+    except RedisUnavailable as exc:
+        logger.warning("notification %s not enqueued (%s): left queued for the sweeper", notification_id, exc)
 
 
 def transition(

@@ -3,15 +3,36 @@
 ``{"error": code, "message": text a person can act on, "fields": {field: [problems]}}``;
 ``fields`` is present for validation errors only. Field validation answers
 422, a body that is not JSON 400, a missing or bad key 401, unknown ids 404.
+A dependency that is down answers 503 with ``Retry-After`` (error
+``unavailable``): the database unreachable, or an OTP whose per-phone limit
+cannot be checked without Redis (policy.LimitUnavailable).
 """
+
+import logging
+import sys
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import JsonResponse
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from backend.notifications.policy import LimitUnavailable
+
+logger = logging.getLogger(__name__)
+
+# Connection failures (refused, dropped, timed out, a pool without a free connection) and other
+# transient trouble of the database: the request may succeed a moment later, so 503, not 500.
+DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
+# Seconds a caller is asked to wait while the database is unreachable.
+DATABASE_RETRY_AFTER = 5
+DATABASE_MESSAGE = (
+    f"The database is unavailable right now. Retry after {DATABASE_RETRY_AFTER} seconds; a send retried "
+    "with the same Idempotency-Key is never doubled."
+)
 
 
 def _flatten(detail, name: str = "body") -> dict[str, list[str]]:
@@ -53,8 +74,18 @@ _CODES = {
 }
 
 
+def unavailable_response(message: str, retry_after: int) -> Response:
+    """503 ``{"error": "unavailable", "message": …}`` with ``Retry-After`` (seconds)."""
+    return Response({"error": "unavailable", "message": message}, status=503, headers={"Retry-After": str(retry_after)})
+
+
 def exception_handler(exc, context):
     """DRF's handler, reshaped into the API's error body."""
+    if isinstance(exc, LimitUnavailable):
+        return unavailable_response(exc.message, exc.retry_after)
+    if isinstance(exc, DATABASE_UNAVAILABLE):
+        logger.warning("database unavailable: %s", exc)
+        return unavailable_response(DATABASE_MESSAGE, DATABASE_RETRY_AFTER)
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response(
@@ -100,8 +131,41 @@ def json_bad_request(request, exception=None):
     return bad_request(request, exception)
 
 
+def database_unavailable(request) -> HttpResponse:
+    """503 with ``Retry-After`` while the database is unreachable: JSON under /api/, a short page elsewhere."""
+    headers = {"Retry-After": str(DATABASE_RETRY_AFTER)}
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": "unavailable", "message": DATABASE_MESSAGE}, status=503, headers=headers)
+    page = (
+        "<!doctype html><title>Temporarily unavailable</title><h1>Service temporarily unavailable</h1>"
+        f"<p>Please try again in {DATABASE_RETRY_AFTER} seconds.</p>"
+    )
+    return HttpResponse(page, status=503, headers=headers)
+
+
+class DatabaseUnavailableMiddleware:
+    """Turns a database outage in any view into ``database_unavailable`` (503), never a 500 page."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, DATABASE_UNAVAILABLE):
+            return None
+        logger.warning("database unavailable: %s %s: %s", request.method, request.path, exception)
+        return database_unavailable(request)
+
+
 def json_server_error(request):
-    """500: JSON under /api/, so a client never has to parse an HTML error page."""
+    """500: JSON under /api/, so a client never has to parse an HTML error page.
+
+    A database outage raised outside a view (by a middleware) still answers 503.
+    """
+    if isinstance(sys.exc_info()[1], DATABASE_UNAVAILABLE):
+        return database_unavailable(request)
     if request.path.startswith("/api/"):
         return JsonResponse(
             {

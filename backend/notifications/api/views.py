@@ -90,6 +90,10 @@ class NotificationCreateView(APIView):
             400: _ERROR,
             401: _ERROR,
             422: _ERROR,
+            503: OpenApiResponse(
+                description="JSON error `unavailable` with Retry-After: the database is down, or an OTP's "
+                "per-phone limit cannot be checked (Redis down). Retry with the same Idempotency-Key."
+            ),
         },
     )
     def post(self, request: Request) -> Response:

@@ -17,7 +17,7 @@ import uuid
 
 from django.conf import settings
 
-from backend.notifications.delivery.shared_state import redis_client
+from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
 from backend.notifications.models import BreakerEvent
 
 logger = logging.getLogger(__name__)
@@ -143,14 +143,21 @@ def allow(provider: str) -> bool:
 
 
 def record(provider: str, ok: bool) -> None:
-    """Record a call's outcome: ``ok`` False for a transient failure (timeouts, 429, 5xx)."""
+    """Record a call's outcome: ``ok`` False for a transient failure (timeouts, 429, 5xx).
+
+    Without Redis the outcome is not counted (it comes after the call; its status write must not fail).
+    """
     conf = settings.NOTIFY
     client = redis_client()
     if client:
-        transition = client.eval(
-            _RECORD, 3, *_keys(provider), "1" if ok else "0", conf["BREAKER_CONSECUTIVE_FAILURES"],
-            conf["BREAKER_FAILURE_RATE"], conf["BREAKER_MIN_CALLS"], conf["BREAKER_WINDOW"], uuid.uuid4().hex,
-        )  # fmt: skip
+        try:
+            with guard("breaker record"):
+                transition = client.eval(
+                    _RECORD, 3, *_keys(provider), "1" if ok else "0", conf["BREAKER_CONSECUTIVE_FAILURES"],
+                    conf["BREAKER_FAILURE_RATE"], conf["BREAKER_MIN_CALLS"], conf["BREAKER_WINDOW"], uuid.uuid4().hex,
+                )  # fmt: skip
+        except RedisUnavailable:
+            return
     else:
         transition = _local.record(provider, ok, conf)
     if transition:

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from backend.notifications.delivery.shared_state import redis_client
+from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
 from backend.notifications.providers.config import ProviderConfig
 
 _TAKE = """
@@ -121,7 +121,11 @@ class Slot:
             return
         client = redis_client()
         if client:
-            client.zrem(self.key, self.member)
+            try:
+                with guard("bulkhead release"):
+                    client.zrem(self.key, self.member)
+            except RedisUnavailable:
+                pass  # after a provider call, never fail the status write: the slot expires by itself
         else:
             with _local_lock:
                 _local_slots.get(self.key, {}).pop(self.member, None)

@@ -12,7 +12,7 @@ import time
 
 from django.conf import settings
 
-from backend.notifications.delivery.shared_state import redis_client
+from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
 
 _local: dict[str, tuple[float, str]] = {}
 _lock = threading.Lock()
@@ -38,12 +38,21 @@ def get(notification_id: str) -> tuple[str, str] | None:
 
 
 def put(notification_id: str, provider: str, reference: str) -> None:
-    """Record that ``provider`` accepted the notification as ``reference`` (TTL ``SENT_MARKER_TTL`` s)."""
+    """Record that ``provider`` accepted the notification as ``reference`` (TTL ``SENT_MARKER_TTL`` s).
+
+    Without Redis the marker is skipped: the status write that follows must still happen (failing
+    here would leave the row in ``sending`` and send it again); only a worker dying before that
+    write could then send twice.
+    """
     ttl = settings.NOTIFY["SENT_MARKER_TTL"]
     value = f"{provider}|{reference}"
     client = redis_client()
     if client:
-        client.set(_key(notification_id), value, ex=ttl)
+        try:
+            with guard("sent-marker"):
+                client.set(_key(notification_id), value, ex=ttl)
+        except RedisUnavailable:
+            pass
     else:
         with _lock:
             _local[notification_id] = (time.monotonic() + ttl, value)

@@ -62,6 +62,8 @@ def sweep(now: datetime | None = None) -> SweepReport:
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"])
     notifications = Notification.objects.order_by()
+    # First, as it asks Redis: while Redis is down the sweep fails here, before it moved any row.
+    missing = _tiers_missing_tasks()
 
     stale_sending_ids = list(
         notifications.filter(state=State.SENDING, sending_at__lt=cutoff).values_list("pk", flat=True)[:BATCH]
@@ -69,7 +71,7 @@ def sweep(now: datetime | None = None) -> SweepReport:
     stale_sending = _move(stale_sending_ids, State.SENDING, "visibility-timeout", sending_at__lt=cutoff)
 
     stale_queued = []
-    for tier in _tiers_missing_tasks():
+    for tier in missing:
         stale_queued += list(
             notifications.filter(state=State.QUEUED, priority=tier, queued_at__lt=cutoff).values_list("pk", flat=True)[
                 :BATCH

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
+from backend.notifications.delivery.shared_state import OUTAGE_ERRORS, RedisUnavailable
 from backend.notifications.delivery.sweeper import sweep
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,9 @@ class Command(BaseCommand):
         while True:
             try:
                 report = sweep()
+            except (RedisUnavailable, *OUTAGE_ERRORS) as exc:
+                # Redis down: the rows wait in PostgreSQL; the first sweep after it returns re-enqueues them.
+                logger.warning("sweep skipped, Redis unreachable: %s", exc)
             except Exception:
                 # One failed sweep (database restarting) must not stop the scheduler.
                 logger.exception("sweep failed")
