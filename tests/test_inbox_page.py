@@ -171,3 +171,18 @@ def test_support_sees_inbox_messages_read_only_in_the_admin(client, shipped, use
     assert changed.status_code == 403
     assert client.get("/admin/inbox/inboxmessage/add/").status_code == 403
     assert InboxMessage.objects.get(pk=message.pk).title == "تم شحن طلبك رقم 1"
+
+
+def test_support_never_sees_the_code_of_an_otp_sent_in_app(client, send):
+    body = {"user_id": "u-en-1", "kind": "otp", "channel": "inapp", "params": {"code": "482913"}}
+    answer = send(body, key="login-u-en-1-1")
+    assert answer.status_code == 202, answer.json()
+    deliver(answer.json()["id"])
+    message = InboxMessage.objects.get(notification_id=answer.json()["id"])
+    assert "482913" in message.body  # the person's own inbox has the code: that is the delivery
+    client.force_login(User.objects.get(username="support"))
+    listing = client.get("/admin/inbox/inboxmessage/").content.decode()
+    detail = client.get(f"/admin/inbox/inboxmessage/{message.pk}/change/").content.decode()
+    assert "482913" not in listing
+    assert "482913" not in detail
+    assert "••••••" in detail

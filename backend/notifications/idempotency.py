@@ -17,13 +17,13 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils.crypto import salted_hmac
 
+from backend.notifications.delivery.shared_state import RedisUnavailable, guard
+
 _SALT = "notify.idempotency.request"
 
 
 def _canonical(payload: dict[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-from backend.notifications.delivery.shared_state import RedisUnavailable, guard
 
 
 def request_hash(payload: dict[str, Any]) -> str:
