@@ -224,12 +224,35 @@ def deliver(notification_id: str) -> None:
     _deliver_claimed(notification, destinations, gated)
 
 
-def _deliver_claimed(notification: Notification, destinations: list[list[Target]], gated) -> None:
+def _accepted_before(notification: Notification) -> tuple[str, str, str] | None:
+    """``(provider, provider_ref, reason)`` when a provider already accepted this notification, else None.
+
+    The sent-marker in Redis answers first (reason "sent-marker"); an attempt
+    row whose result is ``sent`` is the durable proof when Redis lost the
+    marker (reason "recovered"). Either way whichever provider accepted it
+    (the backup after a failover, say), no provider is called again.
+    """
     marker = sent_marker.get(str(notification.pk))
-    if marker is not None and notification.channel != "push":
+    if marker is not None:
+        return (*marker, "sent-marker")
+    if notification.attempt_count == 0:
+        return None
+    attempt = (
+        notification.attempts.filter(result=Attempt.Result.SENT)
+        .order_by("-number")
+        .values_list("provider", "provider_ref")
+        .first()
+    )
+    return (*attempt, "recovered") if attempt else None
+
+
+def _deliver_claimed(notification: Notification, destinations: list[list[Target]], gated) -> None:
+    # Push goes to each device once: _targets already leaves out the devices that have it.
+    accepted = _accepted_before(notification) if notification.channel != "push" else None
+    if accepted is not None:
         if gated:
             gated[1].release()
-        actions.mark_sent(notification, marker[0], marker[1], reason="sent-marker")
+        actions.mark_sent(notification, accepted[0], accepted[1], reason=accepted[2])
         return
     if notification.retries_used >= settings.NOTIFY["MAX_ATTEMPTS"]:
         # Every attempt so far started and never finished: a worker died each time (a poison message).
