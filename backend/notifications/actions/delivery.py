@@ -12,6 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from backend.notifications.actions.transitions import enqueue_on_commit, transition
+from backend.notifications.delivery import lease
 from backend.notifications.models import (
     Attempt,
     Channel,
@@ -24,8 +25,15 @@ from backend.notifications.models import (
 
 
 def claim(notification: Notification) -> bool:
-    """Move a queued notification to ``sending`` for this worker; False when another got it first."""
-    return transition(notification, State.SENDING, None, from_state=State.QUEUED, sending_at=timezone.now())
+    """Move a queued notification to ``sending`` for this worker; False when another got it first.
+
+    The claim is a lease of the tier's length (``delivery/lease.py``): the worker's heartbeat renews it.
+    """
+    now = timezone.now()
+    return transition(
+        notification, State.SENDING, None, from_state=State.QUEUED, sending_at=now,
+        lease_until=lease.expiry(notification.priority, now),
+    )  # fmt: skip
 
 
 def release(notification_id, from_state: str, reason: str, where: dict[str, Any] | None = None) -> bool:
@@ -63,7 +71,11 @@ def finish_attempt(attempt: Attempt, result: str, latency_ms: int, error: str = 
 
 
 def mark_sent(notification: Notification, provider: str, provider_ref: str, reason: str = "") -> bool:
-    """The provider accepted the message (``reason`` "sent-marker" when a crash hid that from the row)."""
+    """The provider accepted the message.
+
+    ``reason`` says how a crash that hid the acceptance from the row was seen through: "sent-marker" (Redis)
+    or "recovered" (the attempt row).
+    """
     return transition(
         notification, State.SENT, reason, provider=provider, provider_ref=provider_ref, sent_at=timezone.now(),
         last_error="",

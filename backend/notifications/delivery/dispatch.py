@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from backend.notifications import actions, links, pricing, rendering, sms_encoding
-from backend.notifications.delivery import breaker, budget, sent_marker
+from backend.notifications.delivery import breaker, budget, lease, sent_marker
 from backend.notifications.delivery.retry import backoff_delay
 from backend.notifications.models import Attempt, Category, Channel, Device, Notification, State
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, providers_for_channel
@@ -221,7 +221,8 @@ def deliver(notification_id: str) -> None:
         if gated:
             gated[1].release()
         return
-    _deliver_claimed(notification, destinations, gated)
+    with lease.held(notification):
+        _deliver_claimed(notification, destinations, gated)
 
 
 def _accepted_before(notification: Notification) -> tuple[str, str, str] | None:
