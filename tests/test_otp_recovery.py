@@ -31,14 +31,14 @@ def test_a_high_tier_worker_killed_mid_burst_delays_no_otp_past_ten_seconds(stub
     env = worker_env(smtp_sink.port, NOTIFY_PROVIDERS_FILE=settings.NOTIFY["PROVIDERS_FILE"], LOG_LEVEL="WARNING")
     out = io.StringIO()
 
-    report = run_drill(env, stub.url, otps=100, rate=20, latency_ms=150, kill_after=40, out=out)
+    report = run_drill(env, stub.url, otps=100, rate=20, latency_ms=300, kill_after=40, out=out)
 
-    assert report.in_flight > 0, out.getvalue()  # the kill hit calls in flight
     assert report.reached == 100
     assert report.longest <= 10.0, sorted(report.latencies)[-5:]
     assert report.duplicates <= report.in_flight
     assert sum(n for (state, _), n in report.states.items() if state == State.SENT) == 100
     assert max(report.recorded) <= 10.0  # the dead worker's claims were freed within seconds too
+    assert report.lease_expired > 0, out.getvalue()  # the dead worker did hold claims only recovery could deliver
 
 
 def test_a_live_worker_on_a_call_three_times_its_lease_long_is_never_sent_twice(
@@ -48,7 +48,8 @@ def test_a_live_worker_on_a_call_three_times_its_lease_long_is_never_sent_twice(
     stub_providers.state.faults = {"twilio": {"latency_ms": 1800}}
     env = worker_env(
         smtp_sink.port, NOTIFY_PROVIDERS_FILE=settings.NOTIFY["PROVIDERS_FILE"], NOTIFY_HIGH_LEASE="0.6",
-        NOTIFY_HIGH_SWEEP_INTERVAL="0.1", NOTIFY_VISIBILITY_TIMEOUT="0.6", NOTIFY_HIGH_VISIBILITY_TIMEOUT="0.6",
+        NOTIFY_HIGH_SWEEP_INTERVAL="0.1", NOTIFY_SWEEP_INTERVAL="0.1", NOTIFY_VISIBILITY_TIMEOUT="0.6",
+        NOTIFY_HIGH_VISIBILITY_TIMEOUT="0.6",
     )  # fmt: skip
     processes = Processes(env)
     try:
