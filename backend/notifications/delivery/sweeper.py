@@ -70,7 +70,7 @@ def _tiers_missing_tasks(tiers: Iterable[str]) -> list[str]:
     return [tier for tier, rows in queued.items() if HUEYS[tier].pending_count() + HUEYS[tier].scheduled_count() < rows]
 
 
-def visibility_timeout(tier: str) -> float:
+def _visibility_timeout(tier: str) -> float:
     """Seconds a row of ``tier`` may stay queued with its task missing before it is enqueued again."""
     return settings.NOTIFY["HIGH_VISIBILITY_TIMEOUT" if tier == "high" else "VISIBILITY_TIMEOUT"]
 
@@ -91,7 +91,7 @@ def sweep(now: datetime | None = None, tiers: Iterable[str] = TIERS) -> SweepRep
 
     stale_queued = []
     for tier in _tiers_missing_tasks(tiers):
-        cutoff = now - timedelta(seconds=visibility_timeout(tier))
+        cutoff = now - timedelta(seconds=_visibility_timeout(tier))
         stale_queued += list(
             notifications.filter(state=State.QUEUED, priority=tier, queued_at__lt=cutoff).values_list("pk", flat=True)[
                 :BATCH
