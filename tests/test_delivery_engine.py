@@ -293,6 +293,29 @@ def test_a_backup_acceptance_lost_with_redis_is_recovered_from_the_attempt_row_w
     assert [m["provider"] for m in stub_providers.state.messages] == ["vonage"]
 
 
+def test_a_push_every_device_accepted_before_the_worker_died_is_recovered_as_sent_not_failed(
+    send, stub_providers, settings, monkeypatch
+):
+    notification = post(send, "shipped", "order-9-shipped", channel="push")  # the demo phone's one FCM token
+
+    class Killed(BaseException):
+        pass
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(actions, "mark_sent", die)
+    with pytest.raises(Killed):
+        dispatch.deliver(str(notification.pk))
+    monkeypatch.undo()
+    with time_machine.travel(timezone.now() + timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"] + 1)):
+        assert sweep().stale_sending == 1
+    notification = deliver(notification)
+
+    assert (notification.state, notification.reason, notification.provider) == (State.SENT, "sent-marker", "fcm")
+    assert len(stub_messages(stub_providers, "fcm")) == 1
+
+
 def test_an_otp_whose_validity_ran_out_during_an_outage_expires_and_is_never_sent_late(send, stub_providers):
     Kind.objects.filter(name="otp").update(validity_seconds=60)
     outage = [time.time(), time.time() + 3600]

@@ -206,7 +206,7 @@ def deliver(notification_id: str) -> None:
     destinations = _targets(notification)
     if not destinations:
         if actions.claim(notification):
-            actions.mark_failed(notification, "no-destination", f"no provider or device for {notification.channel}")
+            _no_destination_left(notification)
         return
     # Gate the first call before claiming: a wait costs no row write and no attempt.
     first = destinations[0][0]
@@ -245,6 +245,15 @@ def _accepted_before(notification: Notification) -> tuple[str, str, str] | None:
         .first()
     )
     return (*attempt, "recovered") if attempt else None
+
+
+def _no_destination_left(notification: Notification) -> None:
+    """Nothing left to call: sent when a provider accepted it before (every device of a push), else failed."""
+    accepted = _accepted_before(notification)
+    if accepted is not None:
+        actions.mark_sent(notification, accepted[0], accepted[1], reason=accepted[2])
+    else:
+        actions.mark_failed(notification, "no-destination", f"no provider or device for {notification.channel}")
 
 
 def _deliver_claimed(notification: Notification, destinations: list[list[Target]], gated) -> None:
