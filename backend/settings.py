@@ -195,11 +195,21 @@ SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
 # Delivery engine.
 NOTIFY = {
-    # Seconds a notification may sit in queued/sending before the sweeper
-    # re-enqueues it (a lost queue or a killed worker, DESIGN.md §2).
+    # Seconds a standard-tier notification may sit queued while its queue lacks
+    # its task before the sweeper re-enqueues it (a lost queue, DESIGN.md §2).
     "VISIBILITY_TIMEOUT": env_float("NOTIFY_VISIBILITY_TIMEOUT", 120.0, minimum=0.1),
-    # Seconds between two sweeps of the scheduler process.
+    # Seconds between two sweeps of the standard tier (and of scheduled rows).
     "SWEEP_INTERVAL": env_float("NOTIFY_SWEEP_INTERVAL", 10.0, minimum=0.1),
+    # The same two for the high tier: an OTP popped by a worker that died
+    # before claiming it is found within seconds, not minutes.
+    "HIGH_VISIBILITY_TIMEOUT": env_float("NOTIFY_HIGH_VISIBILITY_TIMEOUT", 5.0, minimum=0.1),
+    "HIGH_SWEEP_INTERVAL": env_float("NOTIFY_HIGH_SWEEP_INTERVAL", 1.0, minimum=0.1),
+    # Seconds a claim (state sending) lasts unless its worker renews it; a live
+    # worker renews every third of it, so only a dead worker's claims expire.
+    "LEASE": {
+        "high": env_float("NOTIFY_HIGH_LEASE", 3.0, minimum=0.3),
+        "standard": env_float("NOTIFY_STANDARD_LEASE", 30.0, minimum=0.3),
+    },
     # Retries of transient provider errors: full jitter, uniform(0, min(cap, base·2^n)).
     "MAX_ATTEMPTS": env_int("NOTIFY_MAX_ATTEMPTS", 5, minimum=1),
     "RETRY_BASE": env_float("NOTIFY_RETRY_BASE", 2.0, minimum=0.0),

@@ -258,6 +258,64 @@ def test_a_crash_after_the_provider_accepted_sends_no_duplicate(send, stub_provi
     assert len(stub_messages(stub_providers, "twilio")) == 1
 
 
+def test_a_backup_acceptance_lost_with_redis_is_recovered_from_the_attempt_row_without_a_second_call(
+    send, stub_providers, settings, monkeypatch
+):
+    """Twilio fails, Vonage accepts, the worker dies before the status write and Redis restarts empty.
+
+    The sent-marker is gone with Redis; the attempt row in PostgreSQL still says Vonage accepted it, so
+    recovery records it sent and calls no provider again (neither Vonage nor a Twilio that is back).
+    """
+    stub_providers.state.faults = {"twilio": {"rules": {LAYLA_PHONE: {"outcome": "500", "times": 1}}}}
+    notification = otp(send, 1)
+
+    class Killed(BaseException):
+        pass
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(actions, "mark_sent", die)
+    with pytest.raises(Killed):
+        dispatch.deliver(str(notification.pk))
+    monkeypatch.undo()
+    HUEYS["high"].storage.conn.flushall()  # Redis restarted empty: the sent-marker is lost
+    assert sent_marker.get(str(notification.pk)) is None
+    reference = stub_messages(stub_providers, "vonage")[0]["ref"]
+
+    with time_machine.travel(timezone.now() + timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"] + 1)):
+        assert sweep().stale_sending == 1
+    notification = deliver(notification)
+
+    assert (notification.state, notification.reason) == (State.SENT, "recovered")
+    assert (notification.provider, notification.provider_ref) == ("vonage", reference)
+    assert results(notification) == [("twilio", "transient"), ("vonage", "sent")]
+    assert [m["provider"] for m in stub_providers.state.messages] == ["vonage"]
+
+
+def test_a_push_every_device_accepted_before_the_worker_died_is_recovered_as_sent_not_failed(
+    send, stub_providers, settings, monkeypatch
+):
+    notification = post(send, "shipped", "order-9-shipped", channel="push")  # the demo phone's one FCM token
+
+    class Killed(BaseException):
+        pass
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    monkeypatch.setattr(actions, "mark_sent", die)
+    with pytest.raises(Killed):
+        dispatch.deliver(str(notification.pk))
+    monkeypatch.undo()
+    with time_machine.travel(timezone.now() + timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"] + 1)):
+        assert sweep().stale_sending == 1
+    notification = deliver(notification)
+
+    assert (notification.state, notification.reason, notification.provider) == (State.SENT, "sent-marker", "fcm")
+    assert len(stub_messages(stub_providers, "fcm")) == 1
+
+
 def test_an_otp_whose_validity_ran_out_during_an_outage_expires_and_is_never_sent_late(send, stub_providers):
     Kind.objects.filter(name="otp").update(validity_seconds=60)
     outage = [time.time(), time.time() + 3600]

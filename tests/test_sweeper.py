@@ -23,20 +23,56 @@ def make(send):
     return _make
 
 
-def test_it_requeues_sending_rows_past_the_visibility_timeout(make, settings):
+def test_it_requeues_sending_rows_whose_lease_expired_and_leaves_a_renewed_one(make):
     now = timezone.now()
-    timeout = settings.NOTIFY["VISIBILITY_TIMEOUT"]
-    stale = make("1", state=State.SENDING, sending_at=now - timedelta(seconds=timeout + 1))
-    fresh = make("2", state=State.SENDING, sending_at=now - timedelta(seconds=timeout - 1))
+    dead = make("1", state=State.SENDING, sending_at=now - timedelta(seconds=5), lease_until=now - timedelta(seconds=1))
+    # A live worker on a slow provider call: claimed long ago, its heartbeat keeps the lease ahead.
+    slow = make("2", state=State.SENDING, sending_at=now - timedelta(hours=1), lease_until=now + timedelta(seconds=1))
 
     report = sweep(now)
 
     assert (report.stale_sending, report.stale_queued, report.due_scheduled) == (1, 0, 0)
+    dead.refresh_from_db()
+    slow.refresh_from_db()
+    assert (dead.state, dead.reason) == (State.QUEUED, "lease-expired")
+    assert slow.state == State.SENDING
+    assert pending("standard") == 1
+
+
+def test_a_claim_taken_before_leases_existed_is_freed_after_the_visibility_timeout(make, settings):
+    now = timezone.now()
+    timeout = settings.NOTIFY["VISIBILITY_TIMEOUT"]
+    stale = make("1", state=State.SENDING, sending_at=now - timedelta(seconds=timeout + 1), lease_until=None)
+    fresh = make("2", state=State.SENDING, sending_at=now - timedelta(seconds=timeout - 1), lease_until=None)
+
+    assert sweep(now).stale_sending == 1
     stale.refresh_from_db()
     fresh.refresh_from_db()
-    assert (stale.state, stale.reason) == (State.QUEUED, "visibility-timeout")
-    assert fresh.state == State.SENDING
-    assert pending("standard") == 1
+    assert (stale.state, fresh.state) == (State.QUEUED, State.SENDING)
+
+
+def test_the_high_tier_sweep_finds_an_otp_whose_task_was_lost_within_seconds(make, send, settings):
+    now = timezone.now()
+    lost = now - timedelta(seconds=settings.NOTIFY["HIGH_VISIBILITY_TIMEOUT"] + 1)
+    response = send({"user_id": "u-ar-1", "kind": "otp", "params": {"code": "123456"}}, key="login-1")
+    Notification.objects.filter(pk=response.json()["id"]).update(queued_at=lost)
+    make("1", queued_at=lost)  # a standard row as old: not yet past the standard tier's timeout
+
+    report = sweep(now, tiers=["high"])
+
+    assert (report.stale_sending, report.stale_queued, report.due_scheduled) == (0, 1, 0)
+    assert (pending("high"), pending("standard")) == (1, 0)
+
+
+def test_a_high_tier_sweep_leaves_the_standard_tier_to_its_own(make):
+    now = timezone.now()
+    make("1", state=State.SENDING, lease_until=now - timedelta(seconds=1))
+    make("2", state=State.SCHEDULED, send_at=now - timedelta(seconds=1))
+
+    report = sweep(now, tiers=["high"])
+
+    assert (report.stale_sending, report.stale_queued, report.due_scheduled) == (0, 0, 0)
+    assert sweep(now, tiers=["standard"]).stale_sending == 1
 
 
 def test_it_reenqueues_queued_rows_past_the_timeout_once_per_timeout(make, settings):

@@ -19,7 +19,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 @pytest.fixture
 def processes(smtp_sink):
-    procs = Processes(worker_env(smtp_sink.port, NOTIFY_VISIBILITY_TIMEOUT="1", NOTIFY_SWEEP_INTERVAL="0.2"))
+    env = worker_env(
+        smtp_sink.port, NOTIFY_VISIBILITY_TIMEOUT="1", NOTIFY_SWEEP_INTERVAL="0.2", NOTIFY_STANDARD_LEASE="1"
+    )
+    procs = Processes(env)
     yield procs
     procs.stop_all()
 
@@ -75,7 +78,7 @@ def test_a_worker_killed_mid_send_loses_nothing_and_sends_once(send, processes, 
     assert history == [
         ("", "queued", ""),
         ("queued", "sending", ""),
-        ("sending", "queued", "visibility-timeout"),
+        ("sending", "queued", "lease-expired"),
         ("queued", "sending", ""),
         ("sending", "sent", ""),
     ]
@@ -109,8 +112,7 @@ def test_a_worker_killed_between_the_provider_call_and_the_status_write_duplicat
         worker_env(
             smtp_sink.port,
             NOTIFY_PROVIDERS_FILE=settings.NOTIFY["PROVIDERS_FILE"],
-            NOTIFY_VISIBILITY_TIMEOUT="1",
-            NOTIFY_SWEEP_INTERVAL="0.2",
+            NOTIFY_HIGH_SWEEP_INTERVAL="0.2",
         )
     )
     try:

@@ -246,12 +246,18 @@ def make_app(state: StubState | None = None) -> web.Application:
 
 
 class StubServer:
-    """The stub running in a background thread, for tests: ``.url``, ``.state``, ``.stop()``."""
+    """The stub running in a background thread, for tests: ``.url``, ``.state``, ``.stop()``.
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, state: StubState | None = None):
+    ``drop_on_hang_up``: a call whose client went away before the answer (a worker killed mid-call) is
+    dropped, never kept, as by a provider that had not yet committed it; by default it is kept.
+    """
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, state: StubState | None = None, drop_on_hang_up: bool = False
+    ):
         self.state = state or StubState()
         self._loop = asyncio.new_event_loop()
-        self._runner = web.AppRunner(make_app(self.state), access_log=None)
+        self._runner = web.AppRunner(make_app(self.state), access_log=None, handler_cancellation=drop_on_hang_up)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, host, port, backlog=1024)
         self._loop.run_until_complete(site.start())

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from backend.notifications import masking
 from backend.notifications.actions.transitions import enqueue_on_commit, transition
+from backend.notifications.delivery import lease
 from backend.notifications.models import (
     Attempt,
     Channel,
@@ -25,8 +26,15 @@ from backend.notifications.models import (
 
 
 def claim(notification: Notification) -> bool:
-    """Move a queued notification to ``sending`` for this worker; False when another got it first."""
-    return transition(notification, State.SENDING, None, from_state=State.QUEUED, sending_at=timezone.now())
+    """Move a queued notification to ``sending`` for this worker; False when another got it first.
+
+    The claim is a lease of the tier's length (``delivery/lease.py``): the worker's heartbeat renews it.
+    """
+    now = timezone.now()
+    return transition(
+        notification, State.SENDING, None, from_state=State.QUEUED, sending_at=now,
+        lease_until=lease.expiry(notification.priority, now),
+    )  # fmt: skip
 
 
 def release(notification_id, from_state: str, reason: str, where: dict[str, Any] | None = None) -> bool:
@@ -71,9 +79,11 @@ def _secrets_at_rest(notification: Notification) -> dict[str, Any]:
 
 
 def mark_sent(notification: Notification, provider: str, provider_ref: str, reason: str = "") -> bool:
-    """The provider accepted the message (``reason`` "sent-marker" when a crash hid that from the row).
+    """The provider accepted the message.
 
-    Secret params are masked in the row: the provider has the message, nothing renders it again.
+    ``reason`` says how a crash that hid the acceptance from the row was seen through: "sent-marker" (Redis)
+    or "recovered" (the attempt row). Secret params are masked in the row: the provider has the message,
+    nothing renders it again.
     """
     return transition(
         notification, State.SENT, reason, provider=provider, provider_ref=provider_ref, sent_at=timezone.now(),

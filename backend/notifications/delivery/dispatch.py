@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from backend.notifications import actions, links, masking, pricing, rendering, sms_encoding
-from backend.notifications.delivery import breaker, budget, sent_marker
+from backend.notifications.delivery import breaker, budget, lease, sent_marker
 from backend.notifications.delivery.retry import backoff_delay
 from backend.notifications.models import Attempt, Category, Channel, Device, Notification, State
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, providers_for_channel
@@ -216,7 +216,7 @@ def deliver(notification_id: str) -> None:
     destinations = _targets(notification)
     if not destinations:
         if actions.claim(notification):
-            actions.mark_failed(notification, "no-destination", f"no provider or device for {notification.channel}")
+            _no_destination_left(notification)
         return
     # Gate the first call before claiming: a wait costs no row write and no attempt.
     first = destinations[0][0]
@@ -231,15 +231,48 @@ def deliver(notification_id: str) -> None:
         if gated:
             gated[1].release()
         return
-    _deliver_claimed(notification, destinations, gated)
+    with lease.held(notification):
+        _deliver_claimed(notification, destinations, gated)
+
+
+def _accepted_before(notification: Notification) -> tuple[str, str, str] | None:
+    """``(provider, provider_ref, reason)`` when a provider already accepted this notification, else None.
+
+    The sent-marker in Redis answers first (reason "sent-marker"); an attempt
+    row whose result is ``sent`` is the durable proof when Redis lost the
+    marker (reason "recovered"). Either way whichever provider accepted it
+    (the backup after a failover, say), no provider is called again.
+    """
+    marker = sent_marker.get(str(notification.pk))
+    if marker is not None:
+        return (*marker, "sent-marker")
+    if notification.attempt_count == 0:
+        return None
+    attempt = (
+        notification.attempts.filter(result=Attempt.Result.SENT)
+        .order_by("-number")
+        .values_list("provider", "provider_ref")
+        .first()
+    )
+    return (*attempt, "recovered") if attempt else None
+
+
+def _no_destination_left(notification: Notification) -> None:
+    """Nothing left to call: sent when a provider accepted it before (every device of a push), else failed."""
+    accepted = _accepted_before(notification)
+    if accepted is not None:
+        actions.mark_sent(notification, accepted[0], accepted[1], reason=accepted[2])
+    else:
+        actions.mark_failed(notification, "no-destination", f"no provider or device for {notification.channel}")
 
 
 def _deliver_claimed(notification: Notification, destinations: list[list[Target]], gated) -> None:
-    marker = sent_marker.get(str(notification.pk))
-    if marker is not None and notification.channel != "push":
+    # Push goes to each device once: _targets already leaves out the devices that have it.
+    accepted = _accepted_before(notification) if notification.channel != "push" else None
+    if accepted is not None:
         if gated:
             gated[1].release()
-        actions.mark_sent(notification, marker[0], marker[1], reason="sent-marker")
+        actions.mark_sent(notification, accepted[0], accepted[1], reason=accepted[2])
         return
     if notification.retries_used >= settings.NOTIFY["MAX_ATTEMPTS"]:
         # Every attempt so far started and never finished: a worker died each time (a poison message).

@@ -3,12 +3,19 @@
 Huey has no acknowledgement: a task popped by a worker that then dies is
 gone, and a Redis restarted empty forgets every queued task. So the
 scheduler process periodically re-enqueues rows whose task may be lost
-(DESIGN.md §2, at-least-once): ``sending`` past the visibility timeout (the
-worker died mid-call) goes back to ``queued``; ``queued`` past the timeout is
+(DESIGN.md §2, at-least-once): ``sending`` whose lease expired (its worker
+died: a live one renews it, see lease.py) goes back to ``queued``; ``queued``
+past the tier's visibility timeout, in a tier whose queue lacks tasks, is
 enqueued again; ``scheduled`` rows whose ``send_at`` has come are released.
 A task enqueued twice is harmless: only one worker wins the claim.
+
+Each tier has its own timing: the high tier is swept every
+``NOTIFY_HIGH_SWEEP_INTERVAL`` seconds (1 s) with a visibility timeout of
+seconds, so an OTP held by a worker killed with ``kill -9`` reaches a
+provider within seconds; the standard tier every ``NOTIFY_SWEEP_INTERVAL``.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -18,7 +25,7 @@ from django.utils import timezone
 
 from backend.notifications import actions
 from backend.notifications.models import Notification, State
-from backend.notifications.queues import HUEYS
+from backend.notifications.queues import HUEYS, TIERS
 from backend.notifications.tasks import enqueue_delivery
 
 BATCH = 1000
@@ -44,34 +51,49 @@ def _enqueue(ids: list) -> None:
         enqueue_delivery(str(pk), tiers[pk])
 
 
-def _tiers_missing_tasks() -> list[str]:
-    """Tiers whose queue holds fewer tasks than they have queued rows: only there can a task be lost.
+def _tiers_missing_tasks(tiers: Iterable[str]) -> list[str]:
+    """Of ``tiers``, those whose queue holds fewer tasks than they have queued rows: only there can a task be lost.
 
     A long backlog (a campaign draining) is queued past the visibility
     timeout by design; while its queue still holds a task for every row,
-    re-enqueueing would only add duplicates for the workers to drop.
+    re-enqueueing would only add duplicates for the workers to drop. Tasks
+    scheduled for later (a notification waiting for an open breaker) count:
+    with the high tier's timeout of seconds they would otherwise be copied
+    every few seconds while they wait.
     """
     queued = dict(
-        Notification.objects.filter(state=State.QUEUED).order_by().values_list("priority").annotate(n=Count("pk"))
+        Notification.objects.filter(state=State.QUEUED, priority__in=tiers)
+        .order_by()
+        .values_list("priority")
+        .annotate(n=Count("pk"))
     )
-    return [tier for tier, rows in queued.items() if HUEYS[tier].pending_count() < rows]
+    return [tier for tier, rows in queued.items() if HUEYS[tier].pending_count() + HUEYS[tier].scheduled_count() < rows]
 
 
-def sweep(now: datetime | None = None) -> SweepReport:
-    """Run the three recovery rules once, at most ``BATCH`` rows each."""
+def _visibility_timeout(tier: str) -> float:
+    """Seconds a row of ``tier`` may stay queued with its task missing before it is enqueued again."""
+    return settings.NOTIFY["HIGH_VISIBILITY_TIMEOUT" if tier == "high" else "VISIBILITY_TIMEOUT"]
+
+
+def sweep(now: datetime | None = None, tiers: Iterable[str] = TIERS) -> SweepReport:
+    """Run the three recovery rules once for the notifications of ``tiers``, at most ``BATCH`` rows each."""
     now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"])
-    notifications = Notification.objects.order_by()
+    tiers = list(tiers)
+    notifications = Notification.objects.order_by().filter(priority__in=tiers)
     # First, as it asks Redis: while Redis is down the sweep fails here, before it moved any row.
-    missing = _tiers_missing_tasks()
+    missing = _tiers_missing_tasks(tiers)
 
-    stale_sending_ids = list(
-        notifications.filter(state=State.SENDING, sending_at__lt=cutoff).values_list("pk", flat=True)[:BATCH]
-    )
-    stale_sending = _move(stale_sending_ids, State.SENDING, "visibility-timeout", sending_at__lt=cutoff)
+    stale_sending = []
+    # Claims taken before leases existed (migration 0007) have none: the old timeout rule still frees them.
+    before_leases = now - timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"])
+    legacy = {"lease_until__isnull": True, "sending_at__lt": before_leases}
+    for expired in ({"lease_until__lt": now}, legacy):
+        ids = list(notifications.filter(state=State.SENDING, **expired).values_list("pk", flat=True)[:BATCH])
+        stale_sending += _move(ids, State.SENDING, "lease-expired", **expired)
 
     stale_queued = []
     for tier in missing:
+        cutoff = now - timedelta(seconds=_visibility_timeout(tier))
         stale_queued += list(
             notifications.filter(state=State.QUEUED, priority=tier, queued_at__lt=cutoff).values_list("pk", flat=True)[
                 :BATCH

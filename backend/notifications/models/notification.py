@@ -2,6 +2,7 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from backend.notifications.models.client import ApiClient
@@ -76,6 +77,10 @@ class Notification(models.Model):
         null=True, blank=True, help_text="When it became due in its queue (later for a delayed retry)."
     )
     sending_at = models.DateTimeField(null=True, blank=True)
+    lease_until = models.DateTimeField(
+        null=True, blank=True,
+        help_text="While sending: the claiming worker holds it until then and renews it while alive.",
+    )  # fmt: skip
     sent_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
     expired_at = models.DateTimeField(null=True, blank=True)
@@ -90,6 +95,12 @@ class Notification(models.Model):
             models.Index(fields=["provider", "provider_ref"], name="notification_provider_ref_idx"),
             # The sweeper's scan: rows left queued past the visibility timeout.
             models.Index(fields=["state", "queued_at"], name="notification_state_idx"),
+            # The sweeper's scans that run every second: claims whose lease expired, and one tier's
+            # queued rows (the high tier's few, without reading a campaign's million standard rows).
+            models.Index(fields=["lease_until"], condition=Q(state="sending"), name="notification_lease_idx"),
+            models.Index(
+                fields=["priority", "queued_at"], condition=Q(state="queued"), name="notification_tier_queue_idx"
+            ),
         ]
 
     def __str__(self) -> str:

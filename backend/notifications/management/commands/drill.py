@@ -171,7 +171,7 @@ class Command(BaseCommand):
             if latencies:
                 out(f"  {tier:<9} p50 {interpolated(latencies, 50):8.0f}   p95 {interpolated(latencies, 95):8.0f}"
                     f"   n={len(latencies)}")  # fmt: skip
-        recovered = rows.filter(state_changes__reason="visibility-timeout").distinct().count()
+        recovered = rows.filter(state_changes__reason="lease-expired").distinct().count()
         out(f"== recovered by the sweeper after a lost worker: {recovered}")
         letters = DeadLetter.objects.filter(notification__in=rows)
         out(f"== dead letters: {letters.count()}")

@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand
 from huey.consumer_options import ConsumerConfig
 
 from backend.notifications import tasks  # noqa: F401  (registers the tasks on each tier's Huey)
+from backend.notifications.delivery.lease import Heartbeat
 from backend.notifications.queues import HUEYS, TIERS
 
 
@@ -12,7 +13,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("tier", choices=TIERS)
         parser.add_argument("--workers", type=int, help="Worker count (default HUEY_<TIER>_WORKERS).")
-        parser.add_argument("--worker-type", choices=["thread", "process", "greenlet"], default="thread")
+        # No "process": a child process's claims are invisible to this process's lease heartbeat.
+        parser.add_argument("--worker-type", choices=["thread", "greenlet"], default="thread")
         parser.add_argument(
             "--max-poll-delay",
             type=float,
@@ -35,5 +37,7 @@ class Command(BaseCommand):
             check_worker_health=True,
         )
         config.validate()
+        # Renews the leases of what this process's workers hold; dies with the process (kill -9 included).
+        Heartbeat(tier).start()
         self.stdout.write(f"{tier} tier: {config.workers} {worker_type} workers on {HUEYS[tier].name}")
         HUEYS[tier].create_consumer(**config.values).run()
