@@ -1,7 +1,8 @@
 """What the template editor shows beside the text, computed on the server only.
 
 One source of truth: the message is rendered by ``rendering.render`` (the
-sandbox the workers use), measured by ``sms_encoding.analyze`` and priced by
+sandbox the workers use, here in the preview worker process with a wall-clock
+limit: ``worker.py``), measured by ``sms_encoding.analyze`` and priced by
 ``pricing``; the page lays out what they return and no JavaScript counts.
 
 Worst case. A kind declares each param with an example and a ``max_length``
@@ -39,6 +40,7 @@ from backend.notifications import pricing, rendering
 from backend.notifications.models import Channel, Kind, TemplateVersion
 from backend.notifications.models.recipient import text_direction
 from backend.notifications.sms_encoding import GSM7, UCS2, SmsAnalysis, analyze, replace_lookalikes
+from frontend.editor import worker
 
 GSM7_FILLER = "€"  # extension table: 2 septets, the most a GSM-7 character costs
 UCS2_FILLER = "\U0001f600"  # 😀, a surrogate pair: 2 UTF-16 code units, the most a UCS-2 character costs
@@ -317,7 +319,18 @@ class Preview:
 
 
 def _render(draft: Draft, params: dict) -> rendering.Rendered:
-    return rendering.render(draft.as_version(), params)
+    """The draft rendered in the preview worker (bounded in time and memory); a timeout is a ``RenderError``."""
+    fields = (draft.language, draft.subject, draft.text_body, draft.html_body)
+    try:
+        return worker.run(render_fields, *fields, params)
+    except worker.PreviewTimeout as exc:
+        raise rendering.RenderError(f"template error: {exc}") from exc
+
+
+def render_fields(language: str, subject: str, text_body: str, html_body: str, params: dict) -> rendering.Rendered:
+    """``rendering.render`` of an unsaved version with these parts (what the worker runs: plain data in and out)."""
+    version = TemplateVersion(language=language, subject=subject, text_body=text_body, html_body=html_body)
+    return rendering.render(version, params)
 
 
 def _sms_fields(draft: Draft, rendered: rendering.Rendered, country: str, audience: int) -> dict:
