@@ -85,3 +85,8 @@ def test_a_nul_in_the_query_string_is_400(api, url):
 def test_ordinary_paths_and_queries_pass(api):
     assert api.get("/api/v1/users/u-ar-1").status_code == 200
     assert api.get("/api/v1/users/u-ar-1?note=line%0Atwo").status_code == 200
+
+
+@pytest.mark.parametrize(("method", "status"), [("get", 200), ("head", 200), ("options", 405), ("post", 405)])
+def test_the_api_docs_page_answers_get_and_refuses_other_methods(client, method, status):
+    assert getattr(client, method)("/api/v1/docs").status_code == status  # OPTIONS was a 500
