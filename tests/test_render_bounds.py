@@ -111,9 +111,10 @@ def test_a_bound_does_not_leak_into_the_next_render():
 
 def test_the_worker_answers_what_the_call_returns_or_raises():
     assert worker.run(len, "abc") == 3
-    with pytest.raises(RenderError) as exc:
-        worker.run(preview.render_fields, "en", "", "{{ nobody }}", "", {})
-    assert exc.value.missing == ["nobody"]  # RenderError crosses the process whole
+    with pytest.raises(ValueError, match="invalid literal for int"):
+        worker.run(int, "x")
+    [failed] = worker.run(preview.render_fields, "en", "", "{{ nobody }}", "", [{}])
+    assert failed.missing == ["nobody"]  # a RenderError crosses the process whole
 
 
 def test_a_call_past_the_timeout_is_stopped_and_the_worker_replaced():
