@@ -24,6 +24,7 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from backend.notifications.api.parsers import nesting_depth
 from inbox import actions, events, queries, tokens
 from inbox.poller import poller
 
@@ -45,25 +46,13 @@ def _query_token(scope) -> str:
     return (query.get("token") or [""])[0]
 
 
-def _depth(value) -> int:
-    """How deeply lists and objects nest in a parsed JSON value (a scalar: 0), without recursion."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            depth += 1
-            deepest = max(deepest, depth)
-            stack.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
 def _parse_command(text: str) -> object:
     """The JSON value of a frame; ``ValueError`` when it is not JSON or nests deeper than ``MAX_JSON_DEPTH``."""
     try:
         value = json.loads(text)
     except RecursionError:
         raise ValueError("nested too deeply") from None
-    if _depth(value) > MAX_JSON_DEPTH:
+    if nesting_depth(value) > MAX_JSON_DEPTH:
         raise ValueError("nested too deeply")
     return value
 

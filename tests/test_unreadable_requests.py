@@ -82,3 +82,13 @@ def test_ordinary_paths_and_queries_pass(api):
 @pytest.mark.parametrize(("method", "status"), [("get", 200), ("head", 200), ("options", 405), ("post", 405)])
 def test_the_api_docs_page_answers_get_and_refuses_other_methods(client, method, status):
     assert getattr(client, method)("/api/v1/docs").status_code == status  # OPTIONS was a 500
+
+
+@pytest.mark.parametrize(("depth", "status"), [(32, 202), (33, 422), (500, 422), (900, 422)])
+def test_params_nested_deeper_than_32_levels_are_refused_422(api, depth, status):
+    nested = "[" * (depth - 1) + "]" * (depth - 1)  # inside params: depth levels in all
+    body = f'{{"user_id": "u-ar-1", "kind": "shipped", "params": {{"order": "5012", "x": {nested}}}}}'
+    response = api.post(SEND, body.encode(), content_type="application/json", HTTP_IDEMPOTENCY_KEY=f"deep-{depth}")
+    assert response.status_code == status  # 500 and 900 levels were a 500 (a RecursionError while rendering)
+    if status == 422:
+        assert response.json()["fields"] == {"params": ["Params may nest at most 32 levels deep."]}
