@@ -87,10 +87,16 @@ def test_a_template_that_would_exhaust_the_process_is_refused(source, message):
         ("{{ '%05.1f'|format(2.5) }} {{ '{:>4}'.format(7) }} {{ 'ab'|center(4) }}", "002.5    7  ab "),
         ("{% for i in range(10000) %}{% endfor %}{{ ('a' * 100000)|length }}", "100000"),
         ("{{ 'A' ~ order ~ '!' }}", "AA1!"),
+        (
+            "{{ items|join(d='+') }} {{ people|join(', ', attribute='name') }} {{ [1, 2]|sum(start=10) }}",
+            "x+y Ali, Mona 13",
+        ),
+        ("{{ people|map(attribute='name')|join('/') }} {{ (people|map(attribute='age')|sum) }}", "Ali/Mona 70"),
     ],
 )
 def test_ordinary_templates_stay_inside_the_bounds(source, expected):
-    assert render_text(source, items=["x", "y"], order="A1") == expected
+    people = [{"name": "Ali", "age": 30}, {"name": "Mona", "age": 40}]
+    assert render_text(source, items=["x", "y"], order="A1", people=people) == expected
 
 
 def test_a_render_past_its_time_stops_at_the_next_step(monkeypatch):

@@ -234,16 +234,16 @@ def _checked_method_args(method: Any, args: tuple) -> tuple:
     return args
 
 
-# --- filters: (value, *args) after Jinja's pass_* argument; each may return the args to use ----------------------
+# --- filters: (value, *args, **kwargs) after Jinja's pass_* argument; a check may return the value to use ---------
 
 
-def _filter_join(value: Any, d: Any = "", attribute: Any = None, *rest: Any) -> tuple:
+def _filter_join(value: Any, d: Any = "", attribute: Any = None) -> list:
     items = list(value)
     if attribute is None:
         _check_join(d, items)
     else:
         _too_long(len(d) * len(items) if isinstance(d, str) else 0, "a join")
-    return (items, d, attribute, *rest)
+    return items
 
 
 def _filter_replace(value: Any, old: Any = "", new: Any = "", count: Any = None) -> None:
@@ -269,11 +269,11 @@ def _filter_count(value: Any, count: Any = 0, *_: Any) -> None:
         _too_long(count, "a batch or slice count")
 
 
-def _filter_sum(value: Any, attribute: Any = None, start: Any = 0) -> tuple:
+def _filter_sum(value: Any, attribute: Any = None, start: Any = 0) -> list:
     items = list(value)
     if attribute is None:
         _too_long(_lengths(items) + (len(start) if _sized(start) else 0), "a sum")
-    return (items, attribute, start)
+    return items
 
 
 def _filter_tojson(value: Any, indent: Any = None) -> None:
@@ -281,7 +281,7 @@ def _filter_tojson(value: Any, indent: Any = None) -> None:
         raise RenderBoundExceeded("tojson takes an indent of at most 16")
 
 
-_FILTER_CHECKS: dict[str, Callable[..., tuple | None]] = {
+_FILTER_CHECKS: dict[str, Callable[..., list | None]] = {
     "center": _check_width,
     "join": _filter_join,
     "replace": _filter_replace,
@@ -303,9 +303,9 @@ def _bounded_filter(name: str, func: Callable) -> Callable:
     @wraps(func)
     def bounded(*args: Any, **kwargs: Any) -> Any:
         if check is not None:
-            checked = check(*args[skip:], **kwargs)
-            if checked is not None:
-                args = (*args[:skip], *checked)
+            value = check(*args[skip:], **kwargs)  # an iterable it had to read is passed on as a list
+            if value is not None:
+                args = (*args[:skip], value, *args[skip + 1 :])
         return _built(func(*args, **kwargs))
 
     return bounded
