@@ -47,6 +47,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "backend.middleware.UnreadableRequestMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -239,6 +240,10 @@ NOTIFY = {
     "PREFERENCE_LINK_TTL": env_int("NOTIFY_PREFERENCE_LINK_TTL", 7 * 86400, minimum=60),
     "UNSUBSCRIBE_LINK_TTL": env_int("NOTIFY_UNSUBSCRIBE_LINK_TTL", 365 * 86400, minimum=86400),
     "UNSUBSCRIBE_MAILTO": env_str("NOTIFY_UNSUBSCRIBE_MAILTO", "unsubscribe@localhost"),
+    # The template editor's preview worker (frontend/editor/worker.py): seconds a preview may take, and
+    # MiB a render may allocate, before the worker is replaced / the render fails.
+    "PREVIEW_TIMEOUT": env_float("NOTIFY_PREVIEW_TIMEOUT", 1.5, minimum=0.1),
+    "PREVIEW_MEMORY_MB": env_int("NOTIFY_PREVIEW_MEMORY_MB", 256, minimum=16),
     # Seconds the sent-marker lives in Redis after a provider accepted a message.
     "SENT_MARKER_TTL": env_int("NOTIFY_SENT_MARKER_TTL", 86400, minimum=60),
     # Which provider serves each channel without a providers file; a channel absent here is refused at the API.

@@ -24,6 +24,7 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from backend.notifications.api.parsers import nesting_depth
 from inbox import actions, events, queries, tokens
 from inbox.poller import poller
 
@@ -33,10 +34,27 @@ logger = logging.getLogger(__name__)
 CLOSE_INVALID_TOKEN = 4401  # missing, malformed or tampered token, or an unknown user: do not retry
 CLOSE_EXPIRED_TOKEN = 4403  # a genuine token past its lifetime: fetch a new one, then reconnect
 
+# A command is a few dozen characters ({"type":"read","id":123}); anything much bigger or deeper is not one.
+# Deep nesting made json.loads raise RecursionError (the socket closed 1011), and a deep but parsable
+# value could fail later, wherever it is printed or walked.
+MAX_FRAME_CHARS = 4096
+MAX_JSON_DEPTH = 8
+
 
 def _query_token(scope) -> str:
     query = parse_qs(scope.get("query_string", b"").decode("latin1"))
     return (query.get("token") or [""])[0]
+
+
+def _parse_command(text: str) -> object:
+    """The JSON value of a frame; ``ValueError`` when it is not JSON or nests deeper than ``MAX_JSON_DEPTH``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if nesting_depth(value) > MAX_JSON_DEPTH:
+        raise ValueError("nested too deeply")
+    return value
 
 
 def _non_negative_int(value) -> int | None:
@@ -117,8 +135,10 @@ class InboxConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if not hasattr(self, "cursor"):
             return  # a refused socket, closing: nothing it says counts
+        if len(text_data or bytes_data or "") > MAX_FRAME_CHARS:
+            return await self._error("too-large", f"A command has at most {MAX_FRAME_CHARS} characters.")
         try:
-            command = json.loads(text_data or "")
+            command = _parse_command(text_data or "")
         except ValueError:
             return await self._error("bad-json", "Send one JSON object per message.")
         kind = command.get("type") if isinstance(command, dict) else None

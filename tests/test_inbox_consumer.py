@@ -280,3 +280,33 @@ def test_each_command_is_answered_or_refused_by_name(sent, answer):
         return reply
 
     assert async_to_sync(scenario)() == answer
+
+
+BAD_JSON = {"type": "error", "code": "bad-json", "message": "Send one JSON object per message."}
+TOO_LARGE = {"type": "error", "code": "too-large", "message": "A command has at most 4096 characters."}
+
+
+@pytest.mark.parametrize(
+    ("sent", "answer"),
+    [
+        ("[" * 4000, BAD_JSON),  # json.loads raised RecursionError: the socket closed 1011
+        ("[" * 500 + "]" * 500, BAD_JSON),  # parses, but no command nests like this
+        ('{"type": "ping", "x": ' + "[" * 9 + "]" * 9 + "}", BAD_JSON),
+        ('{"type": "ping", "x": ' + "[" * 7 + "]" * 7 + "}", {"type": "pong"}),  # 8 levels: the most there is
+        ('{"type": "ping", "pad": "' + "x" * 5000 + '"}', TOO_LARGE),
+        ("[" * 100_000, TOO_LARGE),
+        ("\x00", BAD_JSON),
+    ],
+)
+def test_an_odd_frame_is_refused_by_name_and_the_socket_stays_open(sent, answer):
+    async def scenario():
+        socket = await connect()
+        await socket.receive_json_from(timeout=5)
+        await socket.send_to(text_data=sent)
+        reply = await socket.receive_json_from(timeout=5)
+        await socket.send_to(text_data='{"type": "ping"}')
+        after = await socket.receive_json_from(timeout=5)
+        await socket.disconnect()
+        return reply, after
+
+    assert async_to_sync(scenario)() == (answer, {"type": "pong"})

@@ -1,13 +1,14 @@
 """The staff template editor: who may see, save and approve; the live SMS figures it shows; errors as errors."""
 
 import re
+import time
 
 import pytest
 from django.contrib.auth.models import User
 
 from backend.notifications import actions
 from backend.notifications.models import Kind, TemplateVersion
-from frontend.editor import preview
+from frontend.editor import preview, worker
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -469,7 +470,8 @@ def test_an_approver_sees_the_marks_but_no_fix_buttons(as_approver):
         ("Hello {{ nobody }} and {{ nothing }}", "Missing params.</strong>\n  missing params: nobody, nothing"),
         ("{{ order|no_such_filter }}", "template error: No filter named &#x27;no_such_filter&#x27;."),
         ("{{ ''.__class__.__mro__ }}", "Template error.</strong>"),
-        ("{% for i in range(10**9) %}x{% endfor %}", "Template error.</strong>"),
+        ("{% for i in range(10**9) %}x{% endfor %}", "template error: range() of 10,000 numbers at most"),
+        ("{{ 'A' * 10**9 }}", "template error: a repetition with * would make 1,000,000,000 characters"),
     ],
 )
 def test_a_broken_template_shows_an_error_not_a_500(as_editor, text, message):
@@ -477,6 +479,14 @@ def test_a_broken_template_shows_an_error_not_a_500(as_editor, text, message):
     assert response.status_code == 200
     assert message in response.content.decode()
     assert 'id="sms-segments"' not in response.content.decode()
+
+
+def test_a_preview_past_the_worker_timeout_answers_an_error(as_editor, monkeypatch):
+    run = worker.run
+    monkeypatch.setattr(worker, "run", lambda func, *args: run(time.sleep, 30, timeout=0.2))  # a render that hangs
+    response = as_editor.post(PREVIEW, sms_form("Hi {{ order }}", kind="shipped"), **HTMX)
+    assert response.status_code == 200
+    assert "template error: the preview took longer than 0.2 s and was stopped" in response.content.decode()
 
 
 def test_a_missing_param_names_the_declared_ones(as_editor):

@@ -1,8 +1,8 @@
 """Sandboxed rendering of template versions with a notification's params.
 
 Authors write ``{{ param }}`` and Jinja's simple filters; the sandbox
-(``jinja2.sandbox.SandboxedEnvironment``) refuses attribute tricks that reach
-Python objects, there is no loader (no ``include``/``import`` of files) and
+(``sandbox.BoundedSandbox``, Jinja's immutable sandbox bounded in memory and
+time) refuses attribute tricks that reach Python objects, there is no loader (no ``include``/``import`` of files) and
 nothing from settings is in the context. A missing param is an error, never an
 empty hole in a message; ``{{ x|default("…") }}`` and ``{% if x %}`` mark a
 param optional. Every missing param is named at once, not the first only.
@@ -14,9 +14,9 @@ from functools import lru_cache
 
 import bleach
 from jinja2 import DictLoader, TemplateError, Undefined
-from jinja2.sandbox import SandboxedEnvironment
 from jinja2.utils import missing as _NOT_GIVEN
 
+from backend.notifications import sandbox
 from backend.notifications.models import Channel, Kind, TemplateVersion
 from backend.notifications.models.recipient import text_direction
 
@@ -58,10 +58,11 @@ for _operator in (
     setattr(_RecordingUndefined, _operator, _RecordingUndefined._fail_with_undefined_error)
 
 # An empty loader: {% include %} / {% import %} find nothing, rather than the file system.
-_TEXT_ENV = SandboxedEnvironment(
+# Both bounded in memory and time (sandbox.py).
+_TEXT_ENV = sandbox.BoundedSandbox(
     undefined=_RecordingUndefined, autoescape=False, loader=DictLoader({}), finalize=lambda v: _finalize(v)
 )
-_HTML_ENV = SandboxedEnvironment(
+_HTML_ENV = sandbox.BoundedSandbox(
     undefined=_RecordingUndefined, autoescape=True, loader=DictLoader({}), finalize=lambda v: _finalize(v)
 )
 
@@ -123,14 +124,18 @@ class RenderError(ValueError):
         self.missing = missing or []
         self.caused_by_params = caused_by_params or bool(self.missing)
 
+    def __reduce__(self):
+        # Whole across processes (the editor renders previews in a worker, frontend/editor/worker.py).
+        return (RenderError, (str(self), self.missing, self.caused_by_params))
+
 
 class _UnprintableParam(TemplateError):
     """A list or object param printed where text was expected."""
 
 
 # The longest rendered part we hand to a provider, in characters: a loop in a
-# template must not mail megabytes.
-MAX_RENDERED_CHARS = 100_000
+# template must not mail megabytes. Counted while the part is rendered.
+MAX_RENDERED_CHARS = sandbox.MAX_CHARS
 
 # Bidi embedding/override/isolate controls (Unicode TR #9 §2): in a param they
 # can reverse the surrounding text, e.g. make a subject read backwards.
@@ -180,9 +185,11 @@ def _render(source: str, params: dict, missing: list[str], html: bool = False) -
     template = _compile(source, html)
     token = _missing.set(missing)
     try:
-        output = template.render(params)
+        output = sandbox.render(template, params, MAX_RENDERED_CHARS)
     except _UnprintableParam as exc:
         raise RenderError(str(exc), caused_by_params=True) from exc
+    except sandbox.RenderBoundExceeded as exc:
+        raise RenderError(f"template error: {exc}") from exc
     except Exception as exc:
         # The sandbox raises TemplateError, but author code can also overflow, divide by zero or recurse.
         if missing:
@@ -193,8 +200,6 @@ def _render(source: str, params: dict, missing: list[str], html: bool = False) -
     problem = text_problem(output)
     if problem:  # e.g. {{ '\ud83d' }}: a string escape can make what no keyboard types
         raise RenderError(f"template error: the rendered text is not valid: {problem}")
-    if len(output) > MAX_RENDERED_CHARS:
-        raise RenderError(f"template error: the rendered text has {len(output)} characters, over {MAX_RENDERED_CHARS}")
     return output
 
 

@@ -1,7 +1,8 @@
 """What the template editor shows beside the text, computed on the server only.
 
 One source of truth: the message is rendered by ``rendering.render`` (the
-sandbox the workers use), measured by ``sms_encoding.analyze`` and priced by
+sandbox the workers use, here in the preview worker process with a wall-clock
+limit: ``worker.py``), measured by ``sms_encoding.analyze`` and priced by
 ``pricing``; the page lays out what they return and no JavaScript counts.
 
 Worst case. A kind declares each param with an example and a ``max_length``
@@ -39,6 +40,7 @@ from backend.notifications import pricing, rendering
 from backend.notifications.models import Channel, Kind, TemplateVersion
 from backend.notifications.models.recipient import text_direction
 from backend.notifications.sms_encoding import GSM7, UCS2, SmsAnalysis, analyze, replace_lookalikes
+from frontend.editor import worker
 
 GSM7_FILLER = "€"  # extension table: 2 septets, the most a GSM-7 character costs
 UCS2_FILLER = "\U0001f600"  # 😀, a surrogate pair: 2 UTF-16 code units, the most a UCS-2 character costs
@@ -316,12 +318,46 @@ class Preview:
         return f"{self.audience:,}"
 
 
-def _render(draft: Draft, params: dict) -> rendering.Rendered:
-    return rendering.render(draft.as_version(), params)
+RenderResult = rendering.Rendered | rendering.RenderError
 
 
-def _sms_fields(draft: Draft, rendered: rendering.Rendered, country: str, audience: int) -> dict:
-    """The SMS figures: example, worst case and the encoding flip, each priced."""
+def _render_all(draft: Draft, param_sets: list[dict]) -> list[RenderResult]:
+    """The draft rendered with each param set in one trip to the preview worker (bounded in time and memory).
+
+    A render that fails is its ``RenderError`` in the list; a worker timeout fails them all.
+    """
+    fields = (draft.language, draft.subject, draft.text_body, draft.html_body)
+    try:
+        return worker.run(render_fields, *fields, param_sets)
+    except worker.PreviewTimeout as exc:
+        return [rendering.RenderError(f"template error: {exc}")] * len(param_sets)
+
+
+def render_fields(language: str, subject: str, text_body: str, html_body: str, param_sets: list[dict]) -> list:
+    """``rendering.render`` of an unsaved version with these parts, once per param set (what the worker runs).
+
+    Plain data in and out: a ``Rendered`` or the ``RenderError`` for each param set, in order.
+    """
+    version = TemplateVersion(language=language, subject=subject, text_body=text_body, html_body=html_body)
+    results: list[RenderResult] = []
+    for params in param_sets:
+        try:
+            results.append(rendering.render(version, params))
+        except rendering.RenderError as exc:
+            results.append(exc)
+    return results
+
+
+def _ok(result: RenderResult) -> rendering.Rendered:
+    if isinstance(result, rendering.RenderError):
+        raise result
+    return result
+
+
+def _sms_fields(
+    draft: Draft, rendered: rendering.Rendered, worst: dict[str, RenderResult], country: str, audience: int
+) -> dict:
+    """The SMS figures: example, worst case (``worst``: rendered with each filler) and the encoding flip, priced."""
     fields: dict = {"runs": source_runs(draft.text_body), "unbounded": tuple(unbounded_params(draft.kind))}
     fields["fixes"] = fixables(fields["runs"])
     try:
@@ -330,9 +366,9 @@ def _sms_fields(draft: Draft, rendered: rendering.Rendered, country: str, audien
             fields["from_params"] = tuple(dict.fromkeys(c.char for c in example.analysis.ucs2_characters))
         filler = UCS2_FILLER if example.analysis.encoding == UCS2 else GSM7_FILLER
         try:
-            fields["worst"] = _sms_case(_render(draft, worst_params(draft.kind, filler)).text, country, audience)
+            fields["worst"] = _sms_case(_ok(worst[filler]).text, country, audience)
             if example.analysis.encoding == GSM7:
-                flipped = _sms_case(_render(draft, worst_params(draft.kind, UCS2_FILLER)).text, country, audience)
+                flipped = _sms_case(_ok(worst[UCS2_FILLER]).text, country, audience)
                 fields["flipped"] = flipped if flipped.analysis.encoding == UCS2 else None
         except rendering.RenderError as exc:
             fields["worst_error"] = str(exc)
@@ -347,12 +383,14 @@ def build(draft: Draft, country: str, audience: int) -> Preview:
     if draft.channel == Channel.EMAIL and draft.html_body:
         cleaned = rendering.sanitize_html(draft.html_body)
         fields["cleaned_html"] = cleaned if cleaned != draft.html_body else ""
-    try:
-        rendered = _render(draft, example_params(draft.kind))
-    except rendering.RenderError as exc:
+    fillers = (GSM7_FILLER, UCS2_FILLER) if draft.channel == Channel.SMS else ()
+    # Every render the panel may need, in one trip to the worker: which worst case applies is known
+    # only once the example is measured, and a render costs less than a trip.
+    rendered, *worst = _render_all(draft, [example_params(draft.kind)] + [worst_params(draft.kind, f) for f in fillers])
+    if isinstance(rendered, rendering.RenderError):
         runs = source_runs(draft.text_body) if draft.channel == Channel.SMS else ()
-        return Preview(draft, country, audience, error=str(exc), missing=tuple(exc.missing), runs=runs,
+        return Preview(draft, country, audience, error=str(rendered), missing=tuple(rendered.missing), runs=runs,
                        fixes=fixables(runs), **fields)  # fmt: skip
     if draft.channel == Channel.SMS:
-        fields.update(_sms_fields(draft, rendered, country, audience))
+        fields.update(_sms_fields(draft, rendered, dict(zip(fillers, worst, strict=True)), country, audience))
     return Preview(draft, country, audience, rendered=rendered, **fields)

@@ -14,6 +14,22 @@ from rest_framework.parsers import JSONParser
 MAX_DEPTH_MESSAGE = "JSON is nested too deeply."
 
 
+def nesting_depth(value: object) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (a scalar: 0), counted without recursion.
+
+    JSON that parses can still be too deep for the code that walks it later
+    (recursive checks, rendering, the response's encoder): callers bound it.
+    """
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     seen: dict = {}
     for key, value in pairs:

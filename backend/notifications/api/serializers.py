@@ -12,9 +12,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from backend.notifications import locales, masking
+from backend.notifications.api.parsers import nesting_depth
 from backend.notifications.models import Attempt, Channel, Notification, Priority, StateChange
 
 MAX_PARAMS_BYTES = 16 * 1024
+# Deeper params parsed, then failed where they were walked again (rendering, the response): a 500.
+MAX_PARAMS_DEPTH = 32
 MAX_USER_ID = 128
 # How far ahead a send may be scheduled: further is almost always a unit mistake (ms for s).
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
@@ -147,6 +150,8 @@ class SendRequestSerializer(StrictSerializer):
         return super().to_internal_value(data)
 
     def validate_params(self, value: dict) -> dict:
+        if nesting_depth(value) > MAX_PARAMS_DEPTH:
+            raise serializers.ValidationError(f"Params may nest at most {MAX_PARAMS_DEPTH} levels deep.")
         problem = _text_problem(value)
         if problem:
             raise serializers.ValidationError(problem)

@@ -18,7 +18,10 @@ urlpatterns = [
     ),
     path(
         "docs",
-        SpectacularSwaggerView.as_view(url_name="openapi", authentication_classes=[], permission_classes=[]),
+        # GET only: OPTIONS made the Swagger page render its HTML template without a name (500).
+        SpectacularSwaggerView.as_view(
+            url_name="openapi", authentication_classes=[], permission_classes=[], http_method_names=["get", "head"]
+        ),
         name="api-docs",
     ),
 ]

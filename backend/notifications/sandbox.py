@@ -1,0 +1,414 @@
+"""The Jinja sandbox every template render runs in, bounded in memory and time.
+
+Jinja's sandbox keeps templates away from Python's internals, not from
+exhausting the process: outside testing found that ``{{ 'A' * 10**9 }}`` in an
+editor preview took daphne to ~4 GB for ~12 s, and nested ``range`` loops would
+hold it for minutes. Here each render has a ``Budget`` and every way a template
+makes work is checked, where the size can be known before the work is done:
+
+* ``*``, ``**``, ``+`` and ``%`` (Jinja's ``intercepted_binops``) and ``~``
+  (rewritten into a checked join): a string, list or tuple longer than
+  ``MAX_CHARS``, or an integer of more than ``MAX_INT_BITS`` bits, is refused;
+* ``range()`` longer than ``MAX_RANGE`` is refused; ``lipsum`` is not offered;
+* every loop iteration and every call (a macro, a method) is a step: at most
+  ``MAX_STEPS`` per render, and none once ``MAX_SECONDS`` have passed;
+  recursive loops are refused when the template is compiled;
+* methods and filters that repeat text by a number or a string they are given
+  (``center``, ``ljust``, ``indent``, ``replace``, ``join``, ``format`` …) are
+  checked from their arguments; the result of any call or filter is checked;
+* everything printed or built, summed over the render, at most ``MAX_BUILT_CHARS``
+  (a 100,000-character value printed in a loop into a ``{% set %}`` block);
+* lists and dicts cannot be changed in place (``ImmutableSandboxedEnvironment``),
+  so no ``l.extend(l)`` doubling a list at each step.
+
+``render`` streams the output and stops at the caller's cap. Anything over a
+bound raises ``RenderBoundExceeded`` (a ``TemplateError``) naming the bound.
+"""
+
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import wraps
+from string import Formatter
+from typing import Any
+
+from jinja2 import TemplateError, TemplateSyntaxError, nodes, pass_eval_context
+from jinja2.runtime import markup_join, str_join
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.visitor import NodeTransformer
+
+# The longest string, list or tuple a template may build, and the longest output part, in characters.
+MAX_CHARS = 100_000
+# The largest integer a template may compute: 4,096 bits is about 1,233 decimal digits.
+MAX_INT_BITS = 4096
+# The longest range() a template may make.
+MAX_RANGE = 10_000
+# Loop iterations and calls of one render, together.
+MAX_STEPS = 50_000
+# Characters printed or built by one render, summed (each value is at most MAX_CHARS).
+MAX_BUILT_CHARS = 5_000_000
+# Seconds one render may take; checked at every step.
+MAX_SECONDS = 1.0
+
+_COUNTED = "_counted_loop"
+_CONCAT = "_checked_concat"
+_clock = time.monotonic
+
+
+class RenderBoundExceeded(TemplateError):
+    """A render went over one of the bounds above; the message says which."""
+
+
+@dataclass
+class Budget:
+    """What one render has spent so far, and when it must stop (a ``time.monotonic()`` instant)."""
+
+    deadline: float
+    steps: int = 0
+    built: int = 0
+
+
+_budget: ContextVar[Budget] = ContextVar("render_budget")
+
+
+def _current() -> Budget:
+    # Outside a render (Jinja folding constants while compiling) there is no
+    # budget: raising makes Jinja leave the expression to run time, under one.
+    try:
+        return _budget.get()
+    except LookupError:
+        raise RenderBoundExceeded("not inside a bounded render") from None
+
+
+def _step() -> None:
+    budget = _current()
+    budget.steps += 1
+    if budget.steps > MAX_STEPS:
+        raise RenderBoundExceeded(f"the template runs more than {MAX_STEPS:,} loop iterations and calls")
+    if _clock() > budget.deadline:
+        raise RenderBoundExceeded(f"the template took longer than {MAX_SECONDS:g} s")
+
+
+def _too_long(length: int, what: str = "the template") -> None:
+    if length > MAX_CHARS:
+        raise RenderBoundExceeded(f"{what} would make {length:,} characters or items, over {MAX_CHARS:,}")
+
+
+def _built(value: Any) -> Any:
+    """``value`` after charging its length to the budget; refused when it is too long."""
+    if isinstance(value, str | list | tuple | dict | set | frozenset | bytes):
+        _too_long(len(value))
+        budget = _current()
+        budget.built += len(value)
+        if budget.built > MAX_BUILT_CHARS:
+            raise RenderBoundExceeded(f"the template builds more than {MAX_BUILT_CHARS:,} characters in all")
+    elif isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise RenderBoundExceeded(f"the template makes a number of more than {MAX_INT_BITS:,} bits")
+    return value
+
+
+def _sized(value: Any) -> bool:
+    return isinstance(value, str | list | tuple)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_mul(left: Any, right: Any) -> None:
+    if _is_int(left) and _is_int(right):
+        if left.bit_length() + right.bit_length() > MAX_INT_BITS:
+            raise RenderBoundExceeded(f"the template makes a number of more than {MAX_INT_BITS:,} bits")
+    elif _sized(left) and isinstance(right, int):
+        _too_long(len(left) * right, "a repetition with *")
+    elif isinstance(left, int) and _sized(right):
+        _too_long(len(right) * left, "a repetition with *")
+
+
+def _check_pow(base: Any, exponent: Any) -> None:
+    growing = _is_int(base) and _is_int(exponent) and exponent > 0 and abs(base) > 1
+    if growing and (abs(base).bit_length() - 1) * exponent > MAX_INT_BITS:
+        raise RenderBoundExceeded(f"the template makes a number of more than {MAX_INT_BITS:,} bits")
+
+
+def _check_add(left: Any, right: Any) -> None:
+    if _sized(left) and _sized(right):
+        _too_long(len(left) + len(right), "a concatenation with +")
+
+
+# printf-style conversion specs (Python's "printf-style String Formatting"): flags, width, precision.
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+def _check_widths(widths: Iterable[str], starred: Iterable[Any]) -> None:
+    """Refuse a format width or precision over ``MAX_CHARS``, written out or taken from the arguments."""
+    for width in widths:
+        if width.isdigit():
+            _too_long(int(width), "a format width")
+        elif width:
+            for value in starred:
+                if _is_int(value):
+                    _too_long(value, "a format width")
+
+
+def _check_percent(template: Any, values: Any) -> None:
+    if not isinstance(template, str):
+        return
+    starred = values if isinstance(values, tuple) else (values,)
+    for spec in _PERCENT_SPEC.finditer(template):
+        _check_widths([spec.group(1) or "", spec.group(2) or ""], starred)
+
+
+def _check_str_format(template: str, args: tuple, kwargs: dict) -> None:
+    """Widths of ``str.format``: digits in a spec, or any number argument when a spec is computed (``{:{w}}``)."""
+    for _, field, spec, _ in Formatter().parse(template):
+        if field is not None and spec:
+            widths = re.findall(r"\d+", spec) + (["*"] if "{" in spec else [])
+            _check_widths(widths, (*args, *kwargs.values()))
+
+
+_BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {
+    "*": _check_mul,
+    "**": _check_pow,
+    "+": _check_add,
+    "%": _check_percent,
+}
+
+
+def _lengths(items: Iterable[Any]) -> int:
+    return sum(len(item) if _sized(item) else 1 for item in items)
+
+
+def _check_replace(text: Any, old: Any, new: Any, count: Any = None) -> None:
+    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
+        times = text.count(old) if count is None or count < 0 else min(count, text.count(old))
+        _too_long(len(text) + times * max(len(new) - len(old), 0), "a replace")
+
+
+def _check_join(separator: Any, items: list) -> None:
+    if isinstance(separator, str):
+        _too_long(len(separator) * max(len(items) - 1, 0) + _lengths(items), "a join")
+
+
+def _check_width(text: Any, width: Any, *_: Any) -> None:
+    if _is_int(width):
+        _too_long(width, "a padding width")
+
+
+def _check_expandtabs(text: Any, tabsize: Any = 8) -> None:
+    if isinstance(text, str) and _is_int(tabsize):
+        _too_long(len(text) + text.count("\t") * tabsize, "expandtabs")
+
+
+def _check_translate(text: Any, table: Any) -> None:
+    if isinstance(text, str) and isinstance(table, dict):
+        longest = max((len(v) for v in table.values() if isinstance(v, str)), default=1)
+        _too_long(len(text) * longest, "a translate")
+
+
+_STR_METHOD_CHECKS: dict[str, Callable[..., None]] = {
+    "ljust": _check_width,
+    "rjust": _check_width,
+    "center": _check_width,
+    "zfill": _check_width,
+    "expandtabs": _check_expandtabs,
+    "replace": _check_replace,
+    "translate": _check_translate,
+}
+
+
+def _checked_method_args(method: Any, args: tuple) -> tuple:
+    """``args`` for a str method, after refusing what would be too long (``join``'s iterable made a list)."""
+    owner = getattr(method, "__self__", None)
+    if not isinstance(owner, str):
+        return args
+    name = getattr(method, "__name__", "")
+    if name == "join" and args:
+        items = list(args[0])
+        _check_join(owner, items)
+        return (items, *args[1:])
+    if name in _STR_METHOD_CHECKS:
+        _STR_METHOD_CHECKS[name](owner, *args)
+    return args
+
+
+# --- filters: (value, *args, **kwargs) after Jinja's pass_* argument; a check may return the value to use ---------
+
+
+def _filter_join(value: Any, d: Any = "", attribute: Any = None) -> list:
+    items = list(value)
+    if attribute is None:
+        _check_join(d, items)
+    else:
+        _too_long(len(d) * len(items) if isinstance(d, str) else 0, "a join")
+    return items
+
+
+def _filter_replace(value: Any, old: Any = "", new: Any = "", count: Any = None) -> None:
+    _check_replace(str(value), str(old), str(new), count)
+
+
+def _filter_indent(value: Any, width: Any = 4, *_: Any) -> None:
+    pad = width if _is_int(width) else len(str(width))
+    _too_long(len(str(value)) + (str(value).count("\n") + 1) * pad, "an indent")
+
+
+def _filter_wordwrap(value: Any, width: Any = 79, break_long_words: Any = True, wrapstring: Any = None, *_) -> None:
+    if isinstance(wrapstring, str):
+        _too_long(len(str(value)) * (len(wrapstring) + 1), "a wordwrap")
+
+
+def _filter_format(value: Any, *args: Any, **kwargs: Any) -> None:
+    _check_percent(str(value), kwargs or args)
+
+
+def _filter_count(value: Any, count: Any = 0, *_: Any) -> None:
+    if _is_int(count):
+        _too_long(count, "a batch or slice count")
+
+
+def _filter_sum(value: Any, attribute: Any = None, start: Any = 0) -> list:
+    items = list(value)
+    if attribute is None:
+        _too_long(_lengths(items) + (len(start) if _sized(start) else 0), "a sum")
+    return items
+
+
+def _filter_tojson(value: Any, indent: Any = None) -> None:
+    if _is_int(indent) and indent > 16:
+        raise RenderBoundExceeded("tojson takes an indent of at most 16")
+
+
+_FILTER_CHECKS: dict[str, Callable[..., list | None]] = {
+    "center": _check_width,
+    "join": _filter_join,
+    "replace": _filter_replace,
+    "indent": _filter_indent,
+    "wordwrap": _filter_wordwrap,
+    "format": _filter_format,
+    "batch": _filter_count,
+    "slice": _filter_count,
+    "sum": _filter_sum,
+    "tojson": _filter_tojson,
+}
+
+
+def _bounded_filter(name: str, func: Callable) -> Callable:
+    """``func`` with its check (when it has one) before it runs, and its result charged to the budget."""
+    check = _FILTER_CHECKS.get(name)
+    skip = 1 if getattr(func, "jinja_pass_arg", None) else 0  # the context/eval context/environment Jinja passes
+
+    @wraps(func)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        if check is not None:
+            value = check(*args[skip:], **kwargs)  # an iterable it had to read is passed on as a list
+            if value is not None:
+                args = (*args[:skip], value, *args[skip + 1 :])
+        return _built(func(*args, **kwargs))
+
+    return bounded
+
+
+def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
+    """A loop's items, each one a step."""
+    for item in iterable:
+        _step()
+        yield item
+
+
+@pass_eval_context
+def _concat(eval_ctx: Any, pieces: list) -> str:
+    """``a ~ b``: Jinja's own join, refused when the result would be too long."""
+    texts = [piece if isinstance(piece, str) else str(piece) for piece in pieces]
+    _too_long(sum(map(len, texts)), "a concatenation with ~")
+    return _built((markup_join if eval_ctx.autoescape else str_join)(pieces))
+
+
+def bounded_range(*args: int) -> range:
+    """``range()`` of at most ``MAX_RANGE`` numbers."""
+    numbers = range(*args)
+    try:
+        length = len(numbers)
+    except OverflowError:  # more numbers than sys.maxsize
+        length = MAX_RANGE + 1
+    if length > MAX_RANGE:
+        raise RenderBoundExceeded(f"range() of {MAX_RANGE:,} numbers at most")
+    return numbers
+
+
+class _Bounder(NodeTransformer):
+    """Counts loop iterations, checks ``~``; refuses recursive loops (``loop()`` calls would escape the count)."""
+
+    def visit_For(self, node: nodes.For) -> nodes.Node:
+        if node.recursive:
+            raise TemplateSyntaxError("recursive loops are not allowed in templates", node.lineno)
+        node = self.generic_visit(node)
+        node.iter = nodes.Filter(node.iter, _COUNTED, [], [], None, None, lineno=node.lineno)
+        return node
+
+    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
+        node = self.generic_visit(node)
+        pieces = nodes.List(node.nodes, lineno=node.lineno)
+        return nodes.Filter(pieces, _CONCAT, [], [], None, None, lineno=node.lineno)
+
+
+class BoundedSandbox(ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox with the bounds of this module; ``render`` is how to run its templates."""
+
+    intercepted_binops = frozenset(_BINOP_CHECKS)
+
+    def __init__(self, *, finalize: Callable[[Any], Any] | None = None, **options: Any) -> None:
+        inner = finalize or (lambda value: value)
+        super().__init__(finalize=lambda value: _built(inner(value)), **options)
+        self.globals = {name: value for name, value in self.globals.items() if name != "lipsum"}
+        self.globals["range"] = bounded_range
+        self.filters = {name: _bounded_filter(name, func) for name, func in self.filters.items()}
+        self.filters[_COUNTED] = _counted
+        self.filters[_CONCAT] = _concat
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        return _Bounder().visit(super()._parse(source, name, filename))
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        _BINOP_CHECKS[operator](left, right)
+        return _built(super().call_binop(context, operator, left, right))
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _step()
+        args = _checked_method_args(__obj, args)
+        return _built(super().call(__context, __obj, *args, **kwargs))
+
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        wrapper = super().wrap_str_format(value)
+        if wrapper is None:
+            return None
+        template, is_map = value.__self__, value.__name__ == "format_map"
+
+        def checked(*args: Any, **kwargs: Any) -> str:
+            _check_str_format(template, () if is_map else args, args[0] if is_map and args else kwargs)
+            return wrapper(*args, **kwargs)
+
+        return checked
+
+
+def render(template: Any, params: dict, max_output: int) -> str:
+    """``template`` (from a ``BoundedSandbox``) rendered with ``params`` under a fresh ``Budget``.
+
+    The output is counted as it is produced and the render stops as soon as it
+    passes ``max_output`` characters. Raises ``RenderBoundExceeded`` for any
+    bound, and whatever the template itself raises.
+    """
+    token = _budget.set(Budget(deadline=_clock() + MAX_SECONDS))
+    try:
+        chunks: list[str] = []
+        size = 0
+        for chunk in template.generate(params):
+            size += len(chunk)
+            if size > max_output:
+                raise RenderBoundExceeded(f"the rendered text has more than {max_output:,} characters")
+            chunks.append(chunk)
+        return "".join(chunks)
+    finally:
+        _budget.reset(token)
