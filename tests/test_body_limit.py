@@ -25,8 +25,8 @@ async def echo_length(scope, receive, send):
 
 def call(headers: list[tuple[bytes, bytes]], chunks: list[bytes]) -> tuple[list[dict], int]:
     """Run the middleware once; returns what it sent and how many body messages were read."""
-    sent, queue = [], [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
-    read = 0
+    queue = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+    sent, read = [], 0
 
     async def receive():
         nonlocal read
