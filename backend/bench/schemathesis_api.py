@@ -1,0 +1,124 @@
+"""schemathesis over the whole /api/v1 OpenAPI schema against a real daphne: the target is 0 answers 5xx.
+
+    bin/bench schemathesis_api [--max-examples 25] [--max-time 900] [--seed 1]
+
+bin/bench gives it a throwaway PostgreSQL and Redis with the demo data. This script issues an API
+key, starts daphne as deploy/Procfile does (with an access log) on a free port, and runs
+``schemathesis run`` on every operation, valid and invalid inputs alike (``--mode all``), bounded by
+``--max-examples`` per operation and ``--max-time`` for the whole run. The figures come from
+daphne's access log, so they count every request whoever decided it: requests, answers by status
+class, and each 5xx with its request line. Exit status 0 only when no answer was a 5xx.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+# daphne's access log: 127.0.0.1:51234 - - [30/Nov/2026:16:00:00] "POST /api/v1/notifications" 400 123
+ACCESS_LINE = re.compile(r'"(?P<request>[A-Z]+ [^"]*)" (?P<status>\d{3}) ')
+
+
+def issue_api_key() -> str:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
+    import django
+
+    django.setup()
+    from backend.notifications.models import ApiClient
+
+    return ApiClient.issue("schemathesis")[1]
+
+
+def start_daphne(access_log: Path) -> tuple[subprocess.Popen, str]:
+    """daphne with the Procfile's flags on a free loopback port; its base URL once /healthz answers."""
+    from backend.stubs.smtp_sink import free_port
+
+    port = free_port()
+    argv = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--proxy-headers"]
+    argv += ["--http-timeout", "60", "--application-close-timeout", "10", "--access-log", str(access_log)]
+    daphne = subprocess.Popen([*argv, "backend.asgi:application"], cwd=ROOT, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and daphne.poll() is None:
+        try:
+            if requests.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return daphne, url
+        except requests.RequestException:  # not listening yet, or still importing Django
+            time.sleep(0.2)
+    daphne.kill()
+    raise SystemExit("daphne did not start")
+
+
+def run_schemathesis(url: str, key: str, args: argparse.Namespace) -> int:
+    command = [
+        str(Path(sys.executable).parent / "schemathesis"),
+        "run",
+        f"{url}/api/v1/openapi.json",
+        "--header",
+        f"Authorization: Bearer {key}",
+        "--checks",
+        "not_a_server_error",
+        "--mode",
+        "all",
+        "--max-examples",
+        str(args.max_examples),
+        "--max-time",
+        str(args.max_time),
+        "--seed",
+        str(args.seed),
+        "--workers",
+        "1",
+        "--no-color",
+        "--continue-on-failure",
+    ]
+    return subprocess.run(command, cwd=ROOT).returncode
+
+
+def summarize(access_log: Path) -> tuple[Counter, list[str]]:
+    """Answers by status class ("2xx", …) and the request line of each 5xx."""
+    classes: Counter = Counter()
+    errors = []
+    for line in access_log.read_text(errors="replace").splitlines():
+        match = ACCESS_LINE.search(line)
+        if match is None or "/healthz" in match["request"]:
+            continue
+        classes[match["status"][0] + "xx"] += 1
+        if match["status"].startswith("5"):
+            errors.append(f"{match['status']} {match['request']}")
+    return classes, errors
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--max-examples", type=int, default=25, help="examples per operation and phase (default 25)")
+    parser.add_argument("--max-time", type=int, default=900, help="seconds for the whole run (default 900)")
+    parser.add_argument("--seed", type=int, default=1, help="hypothesis seed, for a repeatable run (default 1)")
+    args = parser.parse_args()
+    key = issue_api_key()
+    with tempfile.TemporaryDirectory() as folder:
+        access_log = Path(folder) / "access.log"
+        daphne, url = start_daphne(access_log)
+        try:
+            status = run_schemathesis(url, key, args)
+        finally:
+            daphne.terminate()
+            daphne.wait(10)
+        classes, errors = summarize(access_log)
+    total = sum(classes.values())
+    print(f"\nschemathesis_api: {total} requests to daphne; " + ", ".join(f"{c} {classes[c]}" for c in sorted(classes)))
+    for line in errors:
+        print(f"  5xx: {line}")
+    print(f"5xx answers: {len(errors)} (schemathesis exit status {status})")
+    sys.exit(1 if errors or status else 0)
+
+
+if __name__ == "__main__":
+    main()
