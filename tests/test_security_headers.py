@@ -66,7 +66,7 @@ def test_without_https_nothing_claims_it():
     ]
 
 
-def test_hsts_seconds_can_be_set(monkeypatch):
+def test_hsts_seconds_can_be_set():
     assert settings_in({**PRODUCTION, "NOTIFY_HSTS_SECONDS": "600"}, "SECURE_HSTS_SECONDS") == ["600"]
 
 

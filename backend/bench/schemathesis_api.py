@@ -3,9 +3,12 @@
     bin/bench schemathesis_api [--max-examples 25] [--max-time 900] [--seed 1]
 
 bin/bench gives it a throwaway PostgreSQL and Redis with the demo data. This script issues an API
-key, starts daphne as deploy/Procfile does (with an access log) on a free port, and runs
-``schemathesis run`` on every operation, valid and invalid inputs alike (``--mode all``), bounded by
-``--max-examples`` per operation and ``--max-time`` for the whole run. The figures come from
+key and an inbox token, starts daphne as deploy/Procfile does (with an access log) on a free port,
+and runs ``schemathesis run`` on every operation, valid and invalid inputs alike (``--mode all``),
+bounded by ``--max-examples`` per operation and ``--max-time`` for the whole run. Each security
+scheme of the schema gets its credential (``apiKey``: the key; ``inboxToken``: Layla's inbox
+token), and the inbox operations are pinned to her user id, so they reach their real logic instead
+of stopping at 403. The figures come from
 daphne's access log, so they count every request whoever decided it: requests, answers by status
 class, and each 5xx with its request line. Exit status 0 only when no answer was a 5xx.
 """
@@ -27,14 +30,26 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 ACCESS_LINE = re.compile(r'"(?P<request>[A-Z]+ [^"]*)" (?P<status>\d{3}) ')
 
 
-def issue_api_key() -> str:
+INBOX_USER = "u-ar-1"  # Layla, from the demo data
+# The inbox token must outlive the run; daphne reads this, the token is only signed here.
+INBOX_TOKEN_TTL = "7200"
+
+
+def write_config(path: Path) -> None:
+    """schemathesis.toml: a credential per security scheme, the inbox pinned to the token's user."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
     import django
 
     django.setup()
     from backend.notifications.models import ApiClient
+    from inbox import tokens
 
-    return ApiClient.issue("schemathesis")[1]
+    key = ApiClient.issue("schemathesis")[1]
+    path.write_text(
+        f'[auth.openapi.apiKey]\nbearer = "{key}"\n\n'
+        f'[auth.openapi.inboxToken]\nbearer = "{tokens.issue(INBOX_USER).value}"\n\n'
+        f'[[operations]]\ninclude-path-regex = "/inbox"\nparameters = {{ user_id = "{INBOX_USER}" }}\n'
+    )
 
 
 def start_daphne(access_log: Path) -> tuple[subprocess.Popen, str]:
@@ -44,7 +59,8 @@ def start_daphne(access_log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     argv = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "--proxy-headers"]
     argv += ["--http-timeout", "60", "--application-close-timeout", "10", "--access-log", str(access_log)]
-    daphne = subprocess.Popen([*argv, "backend.asgi:application"], cwd=ROOT, stdout=subprocess.DEVNULL)
+    env = {**os.environ, "NOTIFY_INBOX_TOKEN_TTL": INBOX_TOKEN_TTL}
+    daphne = subprocess.Popen([*argv, "backend.asgi:application"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and daphne.poll() is None:
@@ -57,13 +73,13 @@ def start_daphne(access_log: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("daphne did not start")
 
 
-def run_schemathesis(url: str, key: str, args: argparse.Namespace) -> int:
+def run_schemathesis(url: str, config: Path, args: argparse.Namespace) -> int:
     command = [
         str(Path(sys.executable).parent / "schemathesis"),
+        "--config-file",
+        str(config),
         "run",
         f"{url}/api/v1/openapi.json",
-        "--header",
-        f"Authorization: Bearer {key}",
         "--checks",
         "not_a_server_error",
         "--mode",
@@ -102,12 +118,12 @@ def main() -> None:
     parser.add_argument("--max-time", type=int, default=900, help="seconds for the whole run (default 900)")
     parser.add_argument("--seed", type=int, default=1, help="hypothesis seed, for a repeatable run (default 1)")
     args = parser.parse_args()
-    key = issue_api_key()
     with tempfile.TemporaryDirectory() as folder:
-        access_log = Path(folder) / "access.log"
+        config, access_log = Path(folder) / "schemathesis.toml", Path(folder) / "access.log"
+        write_config(config)
         daphne, url = start_daphne(access_log)
         try:
-            status = run_schemathesis(url, key, args)
+            status = run_schemathesis(url, config, args)
         finally:
             daphne.terminate()
             daphne.wait(10)

@@ -39,10 +39,14 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+def _priced_providers() -> tuple[str, ...]:
+    return pricing.price_list().providers
+
+
 class ProviderField(ClosedSetField, StrictCharField):
     """An SMS provider; the schema lists those the price list names (``pricing.known_provider`` checks)."""
 
-    values = staticmethod(lambda: pricing.price_list().providers)
+    values = staticmethod(_priced_providers)
 
 
 class SmsTextSerializer(StrictSerializer):
