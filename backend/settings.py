@@ -188,8 +188,8 @@ AXES_VERBOSE = False
 HTTPS = env_bool("NOTIFY_HTTPS", False)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if HTTPS else None
-# nginx redirects port 80 itself; this catches a request that reached Django over plain HTTP anyway.
-# /healthz is probed over plain HTTP from inside the network.
+# Whatever ends TLS should also redirect port 80; this catches a request that reached Django over
+# plain HTTP anyway. /healthz is probed over plain HTTP from inside the network.
 SECURE_SSL_REDIRECT = HTTPS
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 SECURE_HSTS_SECONDS = env_int("NOTIFY_HSTS_SECONDS", 365 * 86400 if HTTPS else 0, minimum=0)
@@ -216,9 +216,10 @@ if env_bool("NOTIFY_CSP_REPORT_ONLY", False):
 else:
     CONTENT_SECURITY_POLICY = {"DIRECTIVES": _CSP}
 
-# Request bodies. daphne reads a whole body into memory before Django sees it, so the real guard is
-# in front (nginx client_max_body_size) and in the web process (backend/body_limit.py refuses a
-# larger body with 413 before buffering it). Bytes; 1 MiB fits the largest API body (16 KiB params).
+# Request bodies, in bytes. daphne reads a whole body into memory before the application sees it, so
+# the guard for memory is in front (nginx client_max_body_size); in the web process
+# backend/body_limit.py answers 413 before Django copies a larger body. 1 MiB fits the largest API
+# body (a notification's params are capped at 16 KiB); a batch endpoint will need a few MiB.
 MAX_REQUEST_BODY = env_int("NOTIFY_MAX_REQUEST_BODY", 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY
 DATA_UPLOAD_MAX_NUMBER_FIELDS = env_int("NOTIFY_MAX_FORM_FIELDS", 1000, minimum=10)

@@ -95,7 +95,8 @@ def run_schemathesis(url: str, config: Path, args: argparse.Namespace) -> int:
         "--no-color",
         "--continue-on-failure",
     ]
-    return subprocess.run(command, cwd=ROOT).returncode
+    # Run in the throwaway folder: schemathesis keeps a cache (.schemathesis/) in its working directory.
+    return subprocess.run(command, cwd=config.parent).returncode
 
 
 def summarize(access_log: Path) -> tuple[Counter, list[str]]:
