@@ -13,10 +13,13 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from backend.body_limit import BodyLimit  # noqa: E402
 from inbox.routing import websocket_urlpatterns  # noqa: E402
 
 # nginx serves /static/ in production; the embedded demo has no nginx.
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
+# Oversized bodies get 413 before Django copies them (backend/body_limit.py).
+http_app = BodyLimit(http_app, settings.MAX_REQUEST_BODY)
 
 application = ProtocolTypeRouter(
     {

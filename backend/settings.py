@@ -5,6 +5,7 @@ channel layer, local-memory counters), which is what the demo runs. README lists
 every variable; ``manage.py check --deploy`` refuses dangerous production values.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -34,6 +35,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
+    "csp",
     "channels",
     "django_htmx",
     "rest_framework",
@@ -56,8 +59,11 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
     # A database outage in a view answers 503 with Retry-After, not a 500.
     "backend.notifications.api.errors.DatabaseUnavailableMiddleware",
+    # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "backend.urls"
@@ -181,6 +187,65 @@ STORAGES = {
 }
 
 LOGIN_URL = "admin:login"
+
+# Staff login throttling (django-axes): after NOTIFY_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username from one address, that pair is refused for NOTIFY_LOGIN_COOLOFF seconds; a success
+# clears its count. The address is REMOTE_ADDR, which daphne --proxy-headers takes from the
+# X-Forwarded-For that nginx overwrites with the client's address (deploy/nginx.conf): never a
+# header a client chose. Per pair, not per address alone, so one office behind NAT is not locked
+# out by one person, and not per username alone, so anyone cannot lock out the admin.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("NOTIFY_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(seconds=env_int("NOTIFY_LOGIN_COOLOFF", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "frontend/login_locked.html"
+AXES_VERBOSE = False
+
+# Behind TLS (nginx or a load balancer terminating HTTPS): cookies only over HTTPS, HSTS, and
+# X-Forwarded-Proto trusted as the scheme. Trusting that header is safe only because nginx always
+# overwrites it (deploy/nginx.conf); daphne is never reachable directly in that set-up.
+HTTPS = env_bool("NOTIFY_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if HTTPS else None
+# Whatever ends TLS should also redirect port 80; this catches a request that reached Django over
+# plain HTTP anyway. /healthz is probed over plain HTTP from inside the network.
+SECURE_SSL_REDIRECT = HTTPS
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("NOTIFY_HSTS_SECONDS", 365 * 86400 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("NOTIFY_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("NOTIFY_HSTS_PRELOAD", HTTPS)
+
+# Content-Security-Policy (django-csp): scripts only from our own static files — no inline script,
+# no eval — so injected markup cannot run. Styles may be inline: the inbox widget and htmx add
+# <style> elements, and CSS cannot run code. 'self' covers the inbox WebSocket in connect-src.
+_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'", "'unsafe-inline'"],
+    "img-src": ["'self'", "data:"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'self'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
+# Report-only first, to try the policy on a deployment with its own additions without breaking pages.
+if env_bool("NOTIFY_CSP_REPORT_ONLY", False):
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = {"DIRECTIVES": _CSP}
+else:
+    CONTENT_SECURITY_POLICY = {"DIRECTIVES": _CSP}
+
+# Request bodies, in bytes. daphne reads a whole body into memory before the application sees it, so
+# the guard for memory is in front (nginx client_max_body_size); in the web process
+# backend/body_limit.py answers 413 before Django copies a larger body. 1 MiB fits the largest API
+# body (a notification's params are capped at 16 KiB); a batch endpoint will need a few MiB.
+MAX_REQUEST_BODY = env_int("NOTIFY_MAX_REQUEST_BODY", 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY
+DATA_UPLOAD_MAX_NUMBER_FIELDS = env_int("NOTIFY_MAX_FORM_FIELDS", 1000, minimum=10)
 
 # Email: Django's SMTP backend. The demo points it at the local sink
 # (``manage.py smtp_sink``); production at a relay or an ESP's SMTP endpoint.

@@ -57,3 +57,16 @@ def empty_redis():
     from backend.notifications.queues import HUEYS
 
     HUEYS["high"].storage.conn.flushdb()
+
+
+@pytest.fixture(autouse=True)
+def no_csp_violations(request):
+    """Fail a browser test whose pages broke the Content-Security-Policy (settings.py): it would block them in use."""
+    if "page" not in request.fixturenames:
+        yield
+        return
+    page = request.getfixturevalue("page")
+    refused: list[str] = []
+    page.on("console", lambda message: "Content Security Policy" in message.text and refused.append(message.text))
+    yield
+    assert refused == []

@@ -8,7 +8,11 @@ Marketing mail carries ``List-Unsubscribe: <https://…/unsubscribe/TOKEN>, <mai
   no CSRF token (the client posts from elsewhere; the signed token is the credential).
 * ``GET`` changes nothing. Mail software fetches URLs in headers by itself, which is exactly why
   RFC 8058 moved the one click to POST (its abstract). The page asks, with one button; once off
-  it says "You won't get … emails any more", with Undo and a link to the preference center.
+  it says "You won't get … emails any more", with Undo.
+
+The token is scoped: it reaches only these pages for its (user, kind, channel). It never opens the
+preference center (its own salt, ``links``), and the page hands out no preference-center link, so a
+forwarded marketing mail cannot be turned into access to every setting of its reader.
 """
 
 from contextlib import suppress
@@ -79,7 +83,6 @@ def _page(request: HttpRequest, recipient: Recipient, token: str, undone: bool =
         "kind": kind_label(kind) if kind else target.kind,
         "email": target.channel == "email",
         "channel": str(CHANNEL_LABELS.get(target.channel, target.channel)),
-        "preferences_url": reverse("frontend:preferences", args=[links.preference_token(recipient.user_id)]),
     }
     return render_page(request, "frontend/unsubscribe.html", context)
 

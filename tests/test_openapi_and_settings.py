@@ -72,3 +72,28 @@ def test_secret_file_wins_over_the_variable(monkeypatch, tmp_path):
     monkeypatch.setenv("X_SECRET", "from-env")
     monkeypatch.setenv("X_SECRET_FILE", str(tmp_path / "secret"))
     assert env_str("X_SECRET") == "from-file"
+
+
+def test_the_idempotency_key_is_bounded_as_the_server_bounds_it(client, db):
+    post = client.get("/api/v1/openapi.json").json()["paths"]["/api/v1/notifications"]["post"]
+    [key] = [p for p in post["parameters"] if p["name"] == "Idempotency-Key"]
+    schema = key["schema"]
+    assert (schema["minLength"], schema["maxLength"]) == (1, 255)
+    pattern = re.compile(schema["pattern"])
+    assert pattern.match("order-5012-shipped")
+    assert not pattern.match(" padded") and not pattern.match("tab\there") and not pattern.match("")
+
+
+def test_closed_sets_are_enumerated_from_what_the_server_accepts(client, db):
+    from backend.notifications import locales, pricing
+
+    schemas = client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    assert set(schemas["LanguageEnum"]["enum"]) == locales.language_codes()
+    assert {"en", "ar", "fa"} <= set(schemas["LanguageEnum"]["enum"])
+    assert set(schemas["TimeZoneEnum"]["enum"]) == locales.time_zone_names()
+    assert schemas["ProviderEnum"]["enum"] == sorted(pricing.price_list().providers) == ["twilio", "vonage"]
+    for name in ("RecipientRequest", "PreferencesRequest"):
+        properties = schemas[name]["properties"]
+        assert properties["language"]["allOf"][0]["$ref"] == "#/components/schemas/LanguageEnum"
+        assert properties["time_zone"]["allOf"][0]["$ref"] == "#/components/schemas/TimeZoneEnum"
+    assert schemas["SmsTextRequest"]["properties"]["provider"]["allOf"][0]["$ref"].endswith("/ProviderEnum")

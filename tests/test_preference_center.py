@@ -6,6 +6,7 @@ push, sms), promo (marketing: email, push).
 """
 
 import re
+from contextlib import suppress
 from datetime import UTC, datetime, time, timedelta
 from urllib.parse import urlsplit
 
@@ -25,6 +26,17 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 ONE_CLICK, FORM = "List-Unsubscribe=One-Click", "application/x-www-form-urlencoded"
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 WEEK = timedelta(days=7)
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock():
+    """A signed token carries the second it was made: tests build links more than once and compare them.
+
+    Two builds straddling a second boundary differ, so the clock stands still at ``NOW``; tests about
+    expiry travel further inside it.
+    """
+    with time_machine.travel(NOW, tick=False):
+        yield
 
 
 def page_url(user_id: str) -> str:
@@ -143,8 +155,11 @@ def test_a_tampered_link_gets_a_400_page_in_english(client):
 
 
 def test_an_unsubscribe_token_does_not_open_the_preference_center(client):
-    response = client.get(reverse("frontend:preferences", args=[links.unsubscribe_token("u-ar-1", "promo")]))
+    token = links.unsubscribe_token("u-ar-1", "promo")
+    assert client.get(reverse("frontend:preferences", args=[token])).status_code == 400
+    response = client.post(reverse("frontend:preferences-channel", args=[token]), {"kind": "promo", "channel": "push"})
     assert response.status_code == 400
+    assert preference("u-ar-1", "promo", "push") is None
 
 
 def test_an_expired_link_gets_a_410_page_in_the_users_language(client):
@@ -364,22 +379,50 @@ def test_confirming_then_undoing_in_the_browser(client):
     html = confirmed.content.decode()
     assert "<h1>You won't get “Marketing offer” emails any more</h1>" in html
     assert f'action="{unsubscribe_url("u-en-1", name="unsubscribe-undo")}"' in html
-    assert re.search(r'<a href="/preferences/[^"]+">Manage all your notification settings</a>', html)
+    assert "To change your other notification settings, open them from the app or our website." in html
 
     undone = client.post(unsubscribe_url("u-en-1", name="unsubscribe-undo"), follow=True)
     assert preference("u-en-1", "promo", "email") is True
     assert "<h1>You'll get “Marketing offer” emails again</h1>" in undone.content.decode()
 
 
-def test_after_a_one_click_the_page_confirms_in_arabic_with_undo_and_the_preference_center(client):
+def test_after_a_one_click_the_page_confirms_in_arabic_with_undo(client):
     client.post(unsubscribe_url("u-ar-1"), {"List-Unsubscribe": "One-Click"})
     response = client.get(unsubscribe_url("u-ar-1"))
     html = response.content.decode()
     assert '<html lang="ar" dir="rtl">' in html
     assert "<h1>لن تصلك رسائل البريد الإلكتروني «العروض التسويقية» بعد الآن</h1>" in html
     assert ">تراجع</button>" in html
-    link = re.search(r'<a href="(/preferences/[^"]+)">', html).group(1)
-    assert client.get(link).status_code == 200
+    assert "لتغيير إعدادات الإشعارات الأخرى، افتحها من التطبيق أو من موقعنا." in html
+
+
+def _preference_tokens_in(html: str) -> list[str]:
+    """Every signed value in the page that the preference center would accept."""
+    found = []
+    for candidate in set(re.findall(r"[\w-]+:[\w-]+:[\w-]+", html)):
+        with suppress(links.LinkError):
+            links.preference_user(candidate)
+            found.append(candidate)
+    return found
+
+
+@pytest.mark.parametrize("one_click_first", [False, True], ids=["asking", "unsubscribed"])
+def test_the_unsubscribe_page_hands_out_no_preference_center_link(client, one_click_first):
+    # The token is scoped to one kind on one channel: a forwarded promo mail must not open every setting.
+    if one_click_first:
+        client.post(unsubscribe_url("u-en-1"), {"List-Unsubscribe": "One-Click"})
+    html = client.get(unsubscribe_url("u-en-1")).content.decode()
+    assert "/preferences/" not in html
+    assert _preference_tokens_in(html) == []
+
+
+def test_a_preference_token_does_not_reach_the_unsubscribe_pages(client):
+    token = links.preference_token("u-en-1")
+    url = reverse("frontend:unsubscribe", args=[token])
+    assert client.get(url).status_code == 400
+    assert client.post(url, {"List-Unsubscribe": "One-Click"}).status_code == 400
+    assert client.post(reverse("frontend:unsubscribe-confirm", args=[token])).status_code == 400
+    assert preference("u-en-1", "promo", "email") is None
 
 
 def test_the_unsubscribe_page_of_a_tampered_link_is_a_400_page(client):

@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from backend.notifications import locales, masking
+from backend.notifications.api.closed_sets import ClosedSetField
 from backend.notifications.api.parsers import nesting_depth
 from backend.notifications.models import Attempt, Channel, Notification, Priority, StateChange
 
@@ -91,6 +92,18 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("not_a_string")
         return super().to_internal_value(data)
+
+
+class LanguageField(ClosedSetField, StrictCharField):
+    """A language code; the schema lists every one the server accepts (``locales.language_codes``)."""
+
+    values = staticmethod(locales.language_codes)
+
+
+class TimeZoneField(ClosedSetField, StrictCharField):
+    """An IANA time zone; the schema lists every one the server accepts (``locales.time_zone_names``)."""
+
+    values = staticmethod(locales.time_zone_names)
 
 
 class UserIdField(StrictCharField):
@@ -250,8 +263,8 @@ class RecipientSerializer(StrictSerializer):
         max_length=32,
         help_text="International format; stored as E.164, e.g. +966501234567.",
     )
-    language = StrictCharField(required=False, default="en", max_length=8, help_text="e.g. en, ar, fa.")
-    time_zone = StrictCharField(required=False, default="UTC", max_length=64, help_text="IANA, e.g. Asia/Riyadh.")
+    language = LanguageField(required=False, default="en", max_length=8, help_text="e.g. en, ar, fa.")
+    time_zone = TimeZoneField(required=False, default="UTC", max_length=64, help_text="IANA, e.g. Asia/Riyadh.")
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
 

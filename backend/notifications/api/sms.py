@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from backend.notifications import pricing
+from backend.notifications.api.closed_sets import ClosedSetField
 from backend.notifications.api.errors import validation_response
 from backend.notifications.api.serializers import StrictSerializer
 from backend.notifications.sms_encoding import GSM7, UCS2, SmsAnalysis, analyze
@@ -38,6 +39,16 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+def _priced_providers() -> tuple[str, ...]:
+    return pricing.price_list().providers
+
+
+class ProviderField(ClosedSetField, StrictCharField):
+    """An SMS provider; the schema lists those the price list names (``pricing.known_provider`` checks)."""
+
+    values = staticmethod(_priced_providers)
+
+
 class SmsTextSerializer(StrictSerializer):
     text = StrictCharField(
         max_length=MAX_TEXT,
@@ -49,7 +60,7 @@ class SmsTextSerializer(StrictSerializer):
         max_length=32,
         help_text="Destination in international format (E.164, e.g. +966501234567): adds the price.",
     )
-    provider = StrictCharField(
+    provider = ProviderField(
         required=False,
         max_length=32,
         help_text="Provider to price with; default: the first listed for the destination country.",

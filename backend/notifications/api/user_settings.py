@@ -10,8 +10,10 @@ from rest_framework.views import APIView
 from backend.notifications import actions
 from backend.notifications.api.errors import validation_response
 from backend.notifications.api.serializers import (
+    LanguageField,
     StrictCharField,
     StrictSerializer,
+    TimeZoneField,
     language_code,
     time_zone_name,
 )
@@ -58,8 +60,8 @@ class QuietHoursSerializer(StrictSerializer):
 class PreferencesSerializer(StrictSerializer):
     """Fields left out stay as they are; ``channels`` changes only the kind × channel pairs it names."""
 
-    language = StrictCharField(required=False, max_length=8, validators=[language_code])
-    time_zone = StrictCharField(required=False, max_length=64, validators=[time_zone_name])
+    language = LanguageField(required=False, max_length=8, validators=[language_code])
+    time_zone = TimeZoneField(required=False, max_length=64, validators=[time_zone_name])
     quiet_hours = QuietHoursSerializer(required=False, allow_null=True)
     channels = serializers.DictField(
         child=serializers.DictField(child=StrictBooleanField()),

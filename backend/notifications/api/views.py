@@ -21,6 +21,13 @@ from backend.notifications.api.serializers import (
 from backend.notifications.models import Notification, Recipient
 
 IDEMPOTENCY_KEY_MAX = 255
+# What _idempotency_key accepts, as far as a pattern can say it: printable ASCII, no spaces at the ends.
+IDEMPOTENCY_KEY_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": IDEMPOTENCY_KEY_MAX,
+    "pattern": r"^[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?$",
+}
 
 _ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
 
@@ -78,10 +85,14 @@ class NotificationCreateView(APIView):
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
-                str,
+                IDEMPOTENCY_KEY_SCHEMA,
                 OpenApiParameter.HEADER,
                 required=True,
-                description="A stable name of the event (order-5012-shipped), never a random per-attempt id.",
+                description=(
+                    "A stable name of the event (order-5012-shipped), never a random per-attempt id. "
+                    f"1 to {IDEMPOTENCY_KEY_MAX} characters; surrounding spaces are trimmed. The server also "
+                    "takes UTF-8 text without control characters; printable ASCII is what every HTTP stack passes."
+                ),
             )
         ],
         responses={
