@@ -154,7 +154,8 @@ def test_malformed_requests_are_a_400(api, headers, raw, status, message):
         ('{"user_id": "u-ar-1", "user_id": "u-en-1", "kind": "shipped"}', "JSON object has the key 'user_id' twice."),
         ('{"user_id": "u-ar-1", "kind": "shipped", "params": {"order": 1e400}}', "The number 1e400 is too large."),
         ('{"user_id": "u-ar-1", "kind": "shipped", "params": {"order": NaN}}', "NaN is not valid JSON."),
-        ("[" * 5000 + "]" * 5000, "JSON is nested too deeply."),
+        ("[" * 5000 + "]" * 5000, "JSON may nest at most 64 levels deep."),
+        ("[" * 65 + "]" * 65, "JSON may nest at most 64 levels deep."),
     ],
 )
 def test_json_a_parser_would_have_to_guess_at_is_a_400(api, raw, message):

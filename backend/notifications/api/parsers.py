@@ -2,7 +2,9 @@
 
 Refused: duplicate keys (which value did the caller mean?), numbers that
 overflow to infinity (``1e400``), NaN/Infinity literals (not JSON, RFC 8259
-§6), and nesting deep enough to exhaust the parser's recursion.
+§6), and documents nested deeper than ``MAX_DEPTH`` levels: whether the
+parser's recursion gives out first depends on how deep the call stack already
+is, so the limit is a fixed number, the same whatever called the parser.
 """
 
 import json
@@ -11,7 +13,9 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-MAX_DEPTH_MESSAGE = "JSON is nested too deeply."
+# Levels of objects and lists in one request body; far above any real request.
+MAX_DEPTH = 64
+MAX_DEPTH_MESSAGE = f"JSON may nest at most {MAX_DEPTH} levels deep."
 
 
 def nesting_depth(value: object) -> int:
@@ -60,8 +64,13 @@ class StrictJSONParser(JSONParser):
         except UnicodeDecodeError:
             raise ParseError(f"The body is not valid {encoding}.") from None
         try:
-            return json.loads(text, object_pairs_hook=_no_duplicates, parse_float=_finite, parse_constant=_no_constants)
+            value = json.loads(
+                text, object_pairs_hook=_no_duplicates, parse_float=_finite, parse_constant=_no_constants
+            )
         except RecursionError:
             raise ParseError(MAX_DEPTH_MESSAGE) from None
         except ValueError as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
+        if nesting_depth(value) > MAX_DEPTH:
+            raise ParseError(MAX_DEPTH_MESSAGE)
+        return value
