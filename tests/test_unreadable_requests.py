@@ -95,3 +95,25 @@ def test_params_nested_deeper_than_32_levels_are_refused(api, depth, status):
         assert response.json()["fields"] == {"params": ["Params may nest at most 32 levels deep."]}
     if status == 400:
         assert response.json()["message"] == "JSON may nest at most 64 levels deep."
+
+
+# Text PostgreSQL cannot hold, anywhere in any JSON body (keys too): a 422 naming where, never a 500.
+# The preferences key was a 500 found by schemathesis: the kind lookup sent the NUL to PostgreSQL.
+@pytest.mark.parametrize(
+    ("method", "url", "raw", "fields"),
+    [
+        ("put", "/api/v1/users/u-ar-1/preferences", '{"channels": {"ship\\u0000ped": {"sms": true}}}',
+         {"channels": ["channels: text may not contain NUL characters."]}),
+        ("put", "/api/v1/users/u-ar-1/preferences", '{"channels": {"shipped": {"s\\ud800": true}}}',
+         {"channels": ["channels.shipped: text contains an unpaired surrogate (invalid UTF-16)."]}),
+        ("put", "/api/v1/users/u-new", '{"email": "a@example.com", "lang\\u0000": "en"}',
+         {"body": ["text may not contain NUL characters."]}),
+        ("put", "/api/v1/users/u-ar-1/devices", '{"platform": "fcm", "token": "t\\u0000"}',
+         {"token": ["token: text may not contain NUL characters."]}),
+        ("post", SEND, '{"user_id": "u-ar-1", "kind": "shipped", "params": {"order": ["1", "\\u0000"]}}',
+         {"params": ["params.order.1: text may not contain NUL characters."]}),
+    ],
+)  # fmt: skip
+def test_text_postgresql_cannot_hold_is_a_422_wherever_it_is(api, method, url, raw, fields):
+    response = getattr(api, method)(url, raw.encode(), content_type="application/json", HTTP_IDEMPOTENCY_KEY="nul")
+    assert (response.status_code, response.json()["fields"]) == (422, fields)

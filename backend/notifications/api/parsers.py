@@ -2,7 +2,9 @@
 
 Refused: duplicate keys (which value did the caller mean?), numbers that
 overflow to infinity (``1e400``), NaN/Infinity literals (not JSON, RFC 8259
-§6), and documents nested deeper than ``MAX_DEPTH`` levels: whether the
+§6), text that PostgreSQL or UTF-8 cannot hold (NUL, unpaired surrogates;
+a 422 naming the field, in keys too, wherever in the body it is), and
+documents nested deeper than ``MAX_DEPTH`` levels: whether the
 parser's recursion gives out first depends on how deep the call stack already
 is, so the limit is a fixed number, the same whatever called the parser.
 """
@@ -10,7 +12,7 @@ is, so the limit is a fixed number, the same whatever called the parser.
 import json
 
 from django.conf import settings
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 
 # Levels of objects and lists in one request body; far above any real request.
@@ -32,6 +34,30 @@ def nesting_depth(value: object) -> int:
             deepest = max(deepest, depth)
             stack.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
     return deepest
+
+
+def text_problem_at(value: object, path: str) -> tuple[str, str] | None:
+    """``(path, problem)`` of the first string in ``value`` (keys too) that PostgreSQL or UTF-8 would refuse.
+
+    PostgreSQL's text and jsonb cannot hold NUL (U+0000); an unpaired UTF-16 surrogate has no UTF-8
+    form. A key's problem is reported at the path of the object holding it. Walks without recursion.
+    """
+    stack: list[tuple[object, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where, "text may not contain NUL characters."
+            try:
+                item.encode()
+            except UnicodeEncodeError:
+                return where, "text contains an unpaired surrogate (invalid UTF-16)."
+        elif isinstance(item, dict):
+            children = [(key, where) for key in item] + [(v, f"{where}.{k}" if where else k) for k, v in item.items()]
+            stack.extend(reversed(children))
+        elif isinstance(item, list):
+            stack.extend(reversed([(child, f"{where}.{index}") for index, child in enumerate(item)]))
+    return None
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
@@ -73,4 +99,9 @@ class StrictJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - {exc}") from None
         if nesting_depth(value) > MAX_DEPTH:
             raise ParseError(MAX_DEPTH_MESSAGE)
+        problem = text_problem_at(value, "")
+        if problem:
+            where, message = problem
+            field = where.split(".", 1)[0] or "body"
+            raise ValidationError({field: [f"{where}: {message}" if where else message]})
         return value

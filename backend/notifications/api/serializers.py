@@ -60,29 +60,6 @@ def user_id_problem(value: str) -> str | None:
     return None
 
 
-def _text_problem(value, path: str = "params") -> str | None:
-    """The first string in ``value`` (keys too) that PostgreSQL's jsonb or UTF-8 would refuse."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            return f"{path}: text may not contain NUL characters."
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return f"{path}: text contains an unpaired surrogate (invalid UTF-16)."
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            problem = _text_problem(key, path) or _text_problem(item, f"{path}.{key}")
-            if problem:
-                return problem
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            problem = _text_problem(item, f"{path}.{index}")
-            if problem:
-                return problem
-    return None
-
-
 class StrictCharField(serializers.CharField):
     """A CharField that takes only JSON strings (DRF would turn 1 into "1" and true into "True")."""
 
@@ -165,9 +142,6 @@ class SendRequestSerializer(StrictSerializer):
     def validate_params(self, value: dict) -> dict:
         if nesting_depth(value) > MAX_PARAMS_DEPTH:
             raise serializers.ValidationError(f"Params may nest at most {MAX_PARAMS_DEPTH} levels deep.")
-        problem = _text_problem(value)
-        if problem:
-            raise serializers.ValidationError(problem)
         if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_PARAMS_BYTES:
             raise serializers.ValidationError(f"Params may be at most {MAX_PARAMS_BYTES} bytes of JSON.")
         return value
