@@ -8,8 +8,9 @@ from backend.notifications.models import Notification
 from frontend.editor.views import staff_only
 
 VIEW_NOTIFICATIONS = "notifications.view_notification"
+VIEW_TEMPLATES = "notifications.view_templateversion"
 # Every staff role holds one of these: support reads notifications, editors, approvers and marketers templates.
-ANY_ROLE = (VIEW_NOTIFICATIONS, "notifications.view_templateversion")
+ANY_ROLE = (VIEW_NOTIFICATIONS, VIEW_TEMPLATES)
 
 
 @require_GET
@@ -18,13 +19,14 @@ def home(request: HttpRequest) -> HttpResponse:
     """The staff landing page: where the API, the editor and the admin are.
 
     Traffic (counts by state, the latest notifications with their masked previews) only for staff
-    who may read notifications; anonymous visitors go to the login page, staff without a role get 403.
+    who may read notifications, the editor's link only for those who may open it (support may not);
+    anonymous visitors go to the login page, staff without a role get 403.
     """
-    context = {}
+    context = {"templates": request.user.has_perm(VIEW_TEMPLATES)}
     if request.user.has_perm(VIEW_NOTIFICATIONS):
         by_state = dict(Notification.objects.order_by().values_list("state").annotate(n=Count("id")))
         recent = Notification.objects.select_related("recipient", "kind")[:10]
-        context = {"traffic": True, "by_state": by_state, "recent": recent}
+        context |= {"traffic": True, "by_state": by_state, "recent": recent}
     response = render(request, "frontend/home.html", context)
     add_never_cache_headers(response)
     return response

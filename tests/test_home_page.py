@@ -77,3 +77,12 @@ def test_the_superuser_sees_the_traffic(client, login_code):
     client.force_login(User.objects.get(username="admin"))
     page = client.get("/").content.decode()
     assert "Recent" in page and "u-ar-1" in page and "K7QX9Z" not in page
+
+
+def test_support_gets_no_link_to_the_template_editor_it_may_not_open(client, support_agent):
+    """Support holds no template permission: /templates/ answers it 403, so its home page does not offer it."""
+    client.force_login(support_agent)
+    assert client.get("/templates/").status_code == 403
+    page = client.get("/").content.decode()
+    assert 'href="/templates/"' not in page
+    assert 'href="/admin/"' in page and 'href="/api/v1/docs"' in page

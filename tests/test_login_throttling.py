@@ -38,6 +38,19 @@ def test_five_wrong_passwords_lock_the_pair_out_even_with_the_right_one(client, 
     assert "_auth_user_id" not in client.session
 
 
+def test_a_new_password_does_not_lift_the_lockout_so_the_page_does_not_offer_one(client, editor):
+    """The pause counts attempts per username × address, whatever the password: only the cool-off or an
+    administrator's reset (manage.py axes_reset_username) ends it, and the page says that."""
+    fail(client, 5)
+    editor.set_password("a-new-password")
+    editor.save()
+    response = sign_in(client, "editor", "a-new-password")
+    assert response.status_code == 429
+    html = response.content.decode()
+    assert "reset your password" not in html
+    assert "Wait and try again, or ask an administrator to lift the pause." in html
+
+
 def test_the_same_user_from_another_address_and_another_user_are_not_locked_out(editor, approver):
     fail(Client(), 5)
     assert sign_in(Client(), "editor", "demo", address=HOME).status_code == 302
