@@ -47,6 +47,13 @@ def render_text(source: str, **params) -> str:
         ("{{ 'a'.ljust(10**9) }}", "template error: a padding width " + TOO_LONG.format(10**9)),
         ("{{ '{:>1000000000}'.format(1) }}", "template error: a format width " + TOO_LONG.format(10**9)),
         ("{{ '{:{w}}'.format(1, w=10**9) }}", "template error: a format width " + TOO_LONG.format(10**9)),
+        # A computed width is the argument's text: a string or a float of digits is a width too.
+        ("{{ '{:{}}'.format('a', '1000000000') }}", "template error: a format width " + TOO_LONG.format(10**9)),
+        (
+            "{{ '{a:{w}}'.format_map({'a': 'x', 'w': '>1000000000'}) }}",
+            "template error: a format width " + TOO_LONG.format(10**9),
+        ),
+        ("{{ '{:{}}'.format('a', 1e9) }}", "template error: a format width " + TOO_LONG.format(10**9)),
         ("{{ '%1000000000d' % 1 }}", "template error: a format width " + TOO_LONG.format(10**9)),
         ("{{ '%*d' % (10**9, 1) }}", "template error: a format width " + TOO_LONG.format(10**9)),
         ("{{ '%1000000000d'|format(1) }}", "template error: a format width " + TOO_LONG.format(10**9)),

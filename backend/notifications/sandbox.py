@@ -142,6 +142,19 @@ def _check_add(left: Any, right: Any) -> None:
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
 
 
+def _width_numbers(value: Any) -> list[int]:
+    """The widths an argument may give a computed spec: an int, or each run of digits in a string's or float's text.
+
+    ``'{:{}}'.format('a', '1000000000')`` pads to 10**9: ``str.format`` puts the argument's text in the spec.
+    A run longer than 16 digits is cut to its first 16, still far over ``MAX_CHARS``.
+    """
+    if _is_int(value):
+        return [value]
+    if isinstance(value, str | float):
+        return [int(digits.lstrip("0")[:16] or "0") for digits in re.findall(r"\d+", str(value))]
+    return []
+
+
 def _check_widths(widths: Iterable[str], starred: Iterable[Any]) -> None:
     """Refuse a format width or precision over ``MAX_CHARS``, written out or taken from the arguments."""
     for width in widths:
@@ -149,8 +162,8 @@ def _check_widths(widths: Iterable[str], starred: Iterable[Any]) -> None:
             _too_long(int(width), "a format width")
         elif width:
             for value in starred:
-                if _is_int(value):
-                    _too_long(value, "a format width")
+                for number in _width_numbers(value):
+                    _too_long(number, "a format width")
 
 
 def _check_percent(template: Any, values: Any) -> None:
