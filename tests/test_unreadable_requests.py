@@ -92,3 +92,10 @@ def test_params_nested_deeper_than_32_levels_are_refused_422(api, depth, status)
     assert response.status_code == status  # 500 and 900 levels were a 500 (a RecursionError while rendering)
     if status == 422:
         assert response.json()["fields"] == {"params": ["Params may nest at most 32 levels deep."]}
+
+
+@pytest.mark.parametrize("path", ["/", "/templates/", "/templates/edit/"])
+def test_an_htmx_request_naming_a_broken_current_url_goes_to_the_login_page(client, path):
+    response = client.get(path, HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL="http://[::1")
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == f"/admin/login/?next={path}"

@@ -64,8 +64,13 @@ def staff_only(*any_of: str):
 
 def _page_url(request: HttpRequest) -> str:
     """Where to come back after logging in: the page, not the partial an HTMX request asked for."""
-    if request.htmx and request.htmx.current_url_abs_path:
-        return request.htmx.current_url_abs_path
+    if request.htmx:
+        try:
+            current = request.htmx.current_url_abs_path
+        except ValueError:  # an HX-Current-URL that is no URL ("http://[::1") is a 500 in django-htmx
+            current = None
+        if current:
+            return current
     return request.get_full_path() if request.method == "GET" else reverse("frontend:templates")
 
 
