@@ -163,4 +163,6 @@ def test_a_lookup_on_an_unlisted_field_is_400_not_500(client, changelist):
     logged_in(client, "admin")
     # The year is out of Python's range: the query raised ValueError while the page was drawn.
     assert client.get(f"/admin/{changelist}/?created_at__year=99999").status_code == 400
+    assert client.get("/admin/notifications/deadletter/?replayed_at__year=99999").status_code == 400
+    assert client.get("/admin/notifications/deadletter/?replayed_at__isempty=1").status_code == 200
     assert client.get(f"/admin/{changelist}/").status_code == 200

@@ -39,8 +39,13 @@ class ReadOnly:
         return False
 
 
+# What Django's own list filters (after a field's name) and date hierarchy put in a change list's URL.
+_FILTER_SUFFIXES = ("", "__exact", "__isnull", "__isempty", "__id__exact", "__gte", "__lt")
+_DATE_SUFFIXES = ("__year", "__month", "__day")
+
+
 class ListedFiltersOnly:
-    """The change list filters on the fields of ``list_filter`` and ``date_hierarchy`` only; other lookups are a 400.
+    """The change list filters as its ``list_filter`` and ``date_hierarchy`` do, nothing else (400).
 
     Django lets a URL filter on any field of the model itself (``?body__contains=4829``): the count
     it answers reads a secret field (an in-app OTP's body, a pending notification's params) one
@@ -48,11 +53,11 @@ class ListedFiltersOnly:
     """
 
     def lookup_allowed(self, lookup: str, value: str, request) -> bool:
-        listed = {item if isinstance(item, str) else item[0] for item in self.list_filter if not isinstance(item, type)}
-        listed |= {self.date_hierarchy} if self.date_hierarchy else set()
-        if lookup.split("__")[0] not in {name.split("__")[0] for name in listed}:
-            return False
-        return super().lookup_allowed(lookup, value, request)
+        fields = [item if isinstance(item, str) else item[0] for item in self.list_filter if not isinstance(item, type)]
+        allowed = {field + suffix for field in fields for suffix in _FILTER_SUFFIXES}
+        if self.date_hierarchy:
+            allowed |= {self.date_hierarchy + suffix for suffix in _FILTER_SUFFIXES + _DATE_SUFFIXES}
+        return lookup in allowed and super().lookup_allowed(lookup, value, request)
 
 
 @admin.register(Kind)
