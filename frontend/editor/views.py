@@ -248,7 +248,7 @@ def _bad_identity(request: HttpRequest, form: EditorForm) -> HttpResponse | None
 
 def _base_of(request: HttpRequest) -> TemplateVersion | None:
     pk = request.POST.get("base", "")
-    if not pk.isdigit():
+    if not (pk.isascii() and pk.isdigit()):  # "²" and "٣" are digits to str.isdigit, not to int(): a 500
         return None
     return TemplateVersion.objects.select_related("kind", "created_by", "approved_by").filter(pk=pk).first()
 
