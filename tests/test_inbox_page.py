@@ -95,6 +95,13 @@ def test_read_all_stops_at_the_newest_message_on_the_page(client, shipped):
     ]
 
 
+def test_read_all_with_a_through_that_is_no_number_reads_everything(client, shipped):
+    first = shipped(1)
+    response = client.post(url(rest="read-all"), {"through": "²"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert InboxMessage.objects.get(pk=first.pk).read_at is not None
+
+
 def test_another_persons_message_is_404_on_my_page(client, shipped):
     theirs = shipped(1, user_id="u-en-1")
     assert client.post(url(rest=f"messages/{theirs.pk}/read"), HTTP_HX_REQUEST="true").status_code == 404
