@@ -54,6 +54,14 @@ def render_text(source: str, **params) -> str:
             "template error: a format width " + TOO_LONG.format(10**9),
         ),
         ("{{ '{:{}}'.format('a', 1e9) }}", "template error: a format width " + TOO_LONG.format(10**9)),
+        # The value printed again and again by one format, or a list of many references to one long string.
+        ("{{ ('{0}' * 2000).format(big) }}", "template error: a format " + TOO_LONG.format(200_006_000)),
+        ("{{ ('%(a)s' * 2000) % {'a': big} }}", "template error: a format " + TOO_LONG.format(200_010_000)),
+        ("{{ ('%s' * 2000)|format(big) }}", "template error: a format " + TOO_LONG.format(200_004_000)),
+        (
+            "{{ ([big] * 100000)|string }}",
+            "template error: the template makes a list or object of more than 5,000,000 characters",
+        ),
         ("{{ '%1000000000d' % 1 }}", "template error: a format width " + TOO_LONG.format(10**9)),
         ("{{ '%*d' % (10**9, 1) }}", "template error: a format width " + TOO_LONG.format(10**9)),
         ("{{ '%1000000000d'|format(1) }}", "template error: a format width " + TOO_LONG.format(10**9)),
