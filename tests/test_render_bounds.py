@@ -58,6 +58,8 @@ def render_text(source: str, **params) -> str:
         ("{{ ('{0}' * 2000).format(big) }}", "template error: a format " + TOO_LONG.format(200_006_000)),
         ("{{ ('%(a)s' * 2000) % {'a': big} }}", "template error: a format " + TOO_LONG.format(200_010_000)),
         ("{{ ('%s' * 2000)|format(big) }}", "template error: a format " + TOO_LONG.format(200_004_000)),
+        ("{{ ('{0:90000}' * 900).format('x') }}", "template error: a format " + TOO_LONG.format(81_008_100)),
+        ("{{ ('%(a)90000s' * 900) % {'a': 'x'} }}", "template error: a format " + TOO_LONG.format(81_009_000)),
         (
             "{{ ([big] * 100000)|string }}",
             "template error: the template makes a list or object of more than 5,000,000 characters",

@@ -183,43 +183,48 @@ def _width_numbers(value: Any) -> list[int]:
     return []
 
 
-def _check_widths(widths: Iterable[str], starred: Iterable[Any]) -> None:
-    """Refuse a format width or precision over ``MAX_CHARS``, written out or taken from the arguments."""
+def _check_widths(widths: Iterable[str], starred: Iterable[Any]) -> int:
+    """The largest format width or precision of one field (0 for none); refused over ``MAX_CHARS``.
+
+    Written out (``{:>80}``) or taken from the arguments (``{:{w}}``, ``%*d``).
+    """
+    largest = 0
     for width in widths:
-        if width.isdigit():
-            _too_long(int(width), "a format width")
-        elif width:
-            for value in starred:
-                for number in _width_numbers(value):
-                    _too_long(number, "a format width")
+        numbers = [int(width)] if width.isdigit() else [n for v in starred for n in _width_numbers(v)] if width else []
+        for number in numbers:
+            _too_long(number, "a format width")
+            largest = max(largest, number)
+    return largest
 
 
 def _check_percent(template: Any, values: Any) -> None:
     if not isinstance(template, str):
         return
     starred = values if isinstance(values, tuple) else (values,)
-    specs = list(_PERCENT_SPEC.finditer(template))
-    for spec in specs:
-        _check_widths([spec.group(1) or "", spec.group(2) or ""], starred)
-    named = tuple(values.values()) if isinstance(values, dict) else starred
-    _check_repeats(template, len(specs), named)
+    widths = [
+        _check_widths([spec.group(1) or "", spec.group(2) or ""], starred) for spec in _PERCENT_SPEC.finditer(template)
+    ]
+    _check_repeats(template, widths, tuple(values.values()) if isinstance(values, dict) else starred)
 
 
-def _check_repeats(template: str, fields: int, values: tuple) -> None:
-    """Refuse a format that would print its longest value ``fields`` times over ``MAX_CHARS`` (``"{0}" * 9000``)."""
+def _check_repeats(template: str, widths: list[int], values: tuple) -> None:
+    """Refuse a format whose fields (each its width, or the longest value) would print over ``MAX_CHARS``.
+
+    ``('{0}' * 9000).format(big)`` and ``'{0:99999}' * 900`` are each a short template and one call.
+    """
     longest = max((_text_size(value, MAX_CHARS) for value in values), default=0)
-    _too_long(len(template) + fields * longest, "a format")
+    _too_long(len(template) + sum(max(width, longest) for width in widths), "a format")
 
 
 def _check_str_format(template: str, args: tuple, kwargs: dict) -> None:
     """Widths of ``str.format``: digits in a spec, or any number argument when a spec is computed (``{:{w}}``)."""
-    fields = 0
+    values = (*args, *kwargs.values())
+    widths = []
     for _, field, spec, _ in Formatter().parse(template):
-        fields += field is not None
-        if field is not None and spec:
-            widths = re.findall(r"\d+", spec) + (["*"] if "{" in spec else [])
-            _check_widths(widths, (*args, *kwargs.values()))
-    _check_repeats(template, fields, (*args, *kwargs.values()))
+        if field is not None:
+            digits = re.findall(r"\d+", spec or "") + (["*"] if "{" in (spec or "") else [])
+            widths.append(_check_widths(digits, values))
+    _check_repeats(template, widths, values)
 
 
 _BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {
