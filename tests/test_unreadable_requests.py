@@ -99,3 +99,11 @@ def test_an_htmx_request_naming_a_broken_current_url_goes_to_the_login_page(clie
     response = client.get(path, HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL="http://[::1")
     assert response.status_code == 200
     assert response["HX-Redirect"] == f"/admin/login/?next={path}"
+
+
+@pytest.mark.parametrize("fmt", ["api", "xml", "json%00"])
+def test_an_unknown_format_is_a_404_that_says_so(api, fmt):
+    response = api.get(f"/api/v1/users/u-en-1?format={fmt}")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+    assert response.json()["message"].startswith("No such resource or format: /api/v1/users/u-en-1?format=")
