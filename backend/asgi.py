@@ -12,12 +12,28 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.core.exceptions import SuspiciousFileOperation  # noqa: E402
+from django.http import Http404  # noqa: E402
 
 from backend.body_limit import BodyLimit  # noqa: E402
 from inbox.routing import websocket_urlpatterns  # noqa: E402
 
+
+class StaticFiles(ASGIStaticFilesHandler):
+    """Django's static files handler, answering 404 for a path that leaves the static folders.
+
+    Django's own lets the ``SuspiciousFileOperation`` of ``/static/%2e%2e/%2e%2e/etc/passwd`` escape as a 500.
+    """
+
+    def serve(self, request):
+        try:
+            return super().serve(request)
+        except SuspiciousFileOperation as exc:
+            raise Http404("No such static file.") from exc
+
+
 # nginx serves /static/ in production; the embedded demo has no nginx.
-http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
+http_app = StaticFiles(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
 # Oversized bodies get 413 before Django copies them (backend/body_limit.py).
 http_app = BodyLimit(http_app, settings.MAX_REQUEST_BODY)
 

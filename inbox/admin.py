@@ -1,11 +1,12 @@
 from django.contrib import admin
 
 from backend.notifications import masking
+from backend.notifications.admin import ListedFiltersOnly
 from inbox.models import InboxMessage
 
 
 @admin.register(InboxMessage)
-class InboxMessageAdmin(admin.ModelAdmin):
+class InboxMessageAdmin(ListedFiltersOnly, admin.ModelAdmin):
     """Read-only for support ("did it reach the inbox? was it read?"); changes go through inbox.actions.
 
     The message of a kind with secret params (an OTP sent in-app) is the code itself: staff see

@@ -116,7 +116,8 @@ def archive(request, link: str, message_id: int):
 def read_all(request, link: str):
     recipient = _person(link)
     through = request.POST.get("through", "")
-    actions.mark_all_read(recipient.user_id, int(through) if through.isdigit() else None)
+    # isascii: "²" is a digit to str.isdigit but not to int() (a 500).
+    actions.mark_all_read(recipient.user_id, int(through) if through.isascii() and through.isdigit() else None)
     if not request.htmx:
         return redirect("inbox:page", link=link)
     return _render(request, "inbox/_list.html", recipient, _list_context(link, recipient))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import requests
 import trustme
 import urllib3.util.connection
 
@@ -256,3 +257,10 @@ def test_non_public_addresses_are_refused(address):
 @pytest.mark.parametrize("address", ["93.184.215.14", "8.8.8.8", "2606:4700:4700::1111", "2002:808:808::"])
 def test_public_addresses_pass(address):
     assert http.is_public(ipaddress.ip_address(address)) is True
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("7", 7.0), ("²", None), ("soon", None), ("", None)])
+def test_retry_after_reads_seconds_and_ignores_what_is_no_number(value, seconds):
+    response = requests.Response()
+    response.headers["Retry-After"] = value
+    assert http.retry_after_seconds(response) == seconds

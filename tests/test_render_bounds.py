@@ -47,6 +47,23 @@ def render_text(source: str, **params) -> str:
         ("{{ 'a'.ljust(10**9) }}", "template error: a padding width " + TOO_LONG.format(10**9)),
         ("{{ '{:>1000000000}'.format(1) }}", "template error: a format width " + TOO_LONG.format(10**9)),
         ("{{ '{:{w}}'.format(1, w=10**9) }}", "template error: a format width " + TOO_LONG.format(10**9)),
+        # A computed width is the argument's text: a string or a float of digits is a width too.
+        ("{{ '{:{}}'.format('a', '1000000000') }}", "template error: a format width " + TOO_LONG.format(10**9)),
+        (
+            "{{ '{a:{w}}'.format_map({'a': 'x', 'w': '>1000000000'}) }}",
+            "template error: a format width " + TOO_LONG.format(10**9),
+        ),
+        ("{{ '{:{}}'.format('a', 1e9) }}", "template error: a format width " + TOO_LONG.format(10**9)),
+        # The value printed again and again by one format, or a list of many references to one long string.
+        ("{{ ('{0}' * 2000).format(big) }}", "template error: a format " + TOO_LONG.format(200_006_000)),
+        ("{{ ('%(a)s' * 2000) % {'a': big} }}", "template error: a format " + TOO_LONG.format(200_010_000)),
+        ("{{ ('%s' * 2000)|format(big) }}", "template error: a format " + TOO_LONG.format(200_004_000)),
+        ("{{ ('{0:90000}' * 900).format('x') }}", "template error: a format " + TOO_LONG.format(81_008_100)),
+        ("{{ ('%(a)90000s' * 900) % {'a': 'x'} }}", "template error: a format " + TOO_LONG.format(81_009_000)),
+        (
+            "{{ ([big] * 100000)|string }}",
+            "template error: the template makes a list or object of more than 5,000,000 characters",
+        ),
         ("{{ '%1000000000d' % 1 }}", "template error: a format width " + TOO_LONG.format(10**9)),
         ("{{ '%*d' % (10**9, 1) }}", "template error: a format width " + TOO_LONG.format(10**9)),
         ("{{ '%1000000000d'|format(1) }}", "template error: a format width " + TOO_LONG.format(10**9)),

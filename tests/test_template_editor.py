@@ -227,6 +227,13 @@ def test_a_tampered_template_name_is_a_400(as_editor):
     assert response.content.decode().startswith("Not a template: kind:")
 
 
+@pytest.mark.parametrize("base", ["²", "٣", "x", ""])
+def test_a_base_that_is_not_a_version_number_previews_without_one(as_editor, base):
+    response = as_editor.post(PREVIEW, sms_form("Your code is {{ code }}", base=base), HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    assert response.context["base"] is None
+
+
 # --- approving ------------------------------------------------------------------------------------------------------
 
 

@@ -117,3 +117,18 @@ def test_params_nested_deeper_than_32_levels_are_refused(api, depth, status):
 def test_text_postgresql_cannot_hold_is_a_422_wherever_it_is(api, method, url, raw, fields):
     response = getattr(api, method)(url, raw.encode(), content_type="application/json", HTTP_IDEMPOTENCY_KEY="nul")
     assert (response.status_code, response.json()["fields"]) == (422, fields)
+
+
+@pytest.mark.parametrize("path", ["/", "/templates/", "/templates/edit/"])
+def test_an_htmx_request_naming_a_broken_current_url_goes_to_the_login_page(client, path):
+    response = client.get(path, HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL="http://[::1")
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == f"/admin/login/?next={path}"
+
+
+@pytest.mark.parametrize("fmt", ["api", "xml", "json%00"])
+def test_an_unknown_format_is_a_404_that_says_so(api, fmt):
+    response = api.get(f"/api/v1/users/u-en-1?format={fmt}")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+    assert response.json()["message"].startswith("No such resource or format: /api/v1/users/u-en-1?format=")

@@ -39,15 +39,36 @@ class ReadOnly:
         return False
 
 
+# What Django's own list filters (after a field's name) and date hierarchy put in a change list's URL.
+_FILTER_SUFFIXES = ("", "__exact", "__isnull", "__isempty", "__id__exact", "__gte", "__lt")
+_DATE_SUFFIXES = ("__year", "__month", "__day")
+
+
+class ListedFiltersOnly:
+    """The change list filters as its ``list_filter`` and ``date_hierarchy`` do, nothing else (400).
+
+    Django lets a URL filter on any field of the model itself (``?body__contains=4829``): the count
+    it answers reads a secret field (an in-app OTP's body, a pending notification's params) one
+    guess at a time, though the page never shows it; and ``?created_at__year=99999`` was a 500.
+    """
+
+    def lookup_allowed(self, lookup: str, value: str, request) -> bool:
+        fields = [item if isinstance(item, str) else item[0] for item in self.list_filter if not isinstance(item, type)]
+        allowed = {field + suffix for field in fields for suffix in _FILTER_SUFFIXES}
+        if self.date_hierarchy:
+            allowed |= {self.date_hierarchy + suffix for suffix in _FILTER_SUFFIXES + _DATE_SUFFIXES}
+        return lookup in allowed and super().lookup_allowed(lookup, value, request)
+
+
 @admin.register(Kind)
-class KindAdmin(admin.ModelAdmin):
+class KindAdmin(ListedFiltersOnly, admin.ModelAdmin):
     list_display = ["name", "category", "priority", "channels", "opt_out_allowed", "over_limit", "validity_seconds"]
     list_filter = ["category", "priority", "opt_out_allowed"]
     search_fields = ["name", "description"]
 
 
 @admin.register(TemplateVersion)
-class TemplateVersionAdmin(ReadOnly, admin.ModelAdmin):
+class TemplateVersionAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
     """Versions and their approvals, read-only: the editor page saves drafts and approves what it shows."""
 
     list_display = ["kind", "language", "channel", "version", "status", "created_by", "approved_by", "approved_at",
@@ -80,7 +101,7 @@ class PreferenceInline(admin.TabularInline):
 
 
 @admin.register(Recipient)
-class RecipientAdmin(admin.ModelAdmin):
+class RecipientAdmin(ListedFiltersOnly, admin.ModelAdmin):
     inlines = [DeviceInline, PreferenceInline]
     list_display = ["user_id", "email", "phone", "language", "time_zone", "email_bounced_at", "phone_disabled_at"]
     list_filter = ["language"]
@@ -100,7 +121,7 @@ class AttemptInline(ReadOnly, admin.TabularInline):
 
 
 @admin.register(Notification)
-class NotificationAdmin(ReadOnly, admin.ModelAdmin):
+class NotificationAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
     list_display = [
         "created_at",
         "recipient",
@@ -135,7 +156,7 @@ class NotificationAdmin(ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(Attempt)
-class AttemptAdmin(ReadOnly, admin.ModelAdmin):
+class AttemptAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
     list_display = ["notification", "number", "provider", "started_at", "latency_ms", "result", "provider_ref"]
     list_filter = ["provider", "result"]
     search_fields = ["provider_ref", "notification__id"]
@@ -143,7 +164,7 @@ class AttemptAdmin(ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(ReadOnly, admin.ModelAdmin):
+class DeadLetterAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
     """Dead letters: notifications whose retries ran out. Replay one or many (never past validity)."""
 
     list_display = ["created_at", "notification", "provider", "attempts", "last_error", "replayed_at", "replayed_by"]
@@ -167,14 +188,14 @@ class DeadLetterAdmin(ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(BreakerEvent)
-class BreakerEventAdmin(ReadOnly, admin.ModelAdmin):
+class BreakerEventAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
     list_display = ["at", "provider", "from_state", "to_state", "reason"]
     list_filter = ["provider", "to_state"]
     readonly_fields = [f.name for f in BreakerEvent._meta.fields]
 
 
 @admin.register(ApiClient)
-class ApiClientAdmin(admin.ModelAdmin):
+class ApiClientAdmin(ListedFiltersOnly, admin.ModelAdmin):
     list_display = ["name", "key_hint", "is_active", "created_at", "last_used_at"]
     list_filter = ["is_active"]
     search_fields = ["name"]
@@ -191,7 +212,7 @@ class ApiClientAdmin(admin.ModelAdmin):
 
 
 @admin.register(VelocityAlarm)
-class VelocityAlarmAdmin(ReadOnly, admin.ModelAdmin):
+class VelocityAlarmAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
     """OTP SMS bursts to one country: look for SMS pumping (bots requesting codes to premium numbers)."""
 
     list_display = ["at", "country", "count", "threshold"]

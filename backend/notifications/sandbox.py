@@ -16,6 +16,9 @@ makes work is checked, where the size can be known before the work is done:
 * methods and filters that repeat text by a number or a string they are given
   (``center``, ``ljust``, ``indent``, ``replace``, ``join``, ``format`` …) are
   checked from their arguments; the result of any call or filter is checked;
+* a format (``str.format``, ``%``) may not print its values past ``MAX_CHARS``
+  (``('{0}' * 30000).format(big)``), and a list or dict may not print as more than
+  ``MAX_BUILT_CHARS`` (``[big] * 100000`` is 100,000 items and 10**10 characters);
 * everything printed or built, summed over the render, at most ``MAX_BUILT_CHARS``
   (a 100,000-character value printed in a loop into a ``{% set %}`` block);
 * lists and dicts cannot be changed in place (``ImmutableSandboxedEnvironment``),
@@ -96,10 +99,35 @@ def _too_long(length: int, what: str = "the template") -> None:
         raise RenderBoundExceeded(f"{what} would make {length:,} characters or items, over {MAX_CHARS:,}")
 
 
+_CONTAINERS = list | tuple | dict | set | frozenset
+
+
+def _text_size(value: Any, limit: int = MAX_BUILT_CHARS) -> int:
+    """About how many characters ``value`` prints as (``str()``, ``tojson``, ``%s``), counted up to just past ``limit``.
+
+    A list of 100,000 references to one 100,000-character string is short in items and
+    10**10 characters as text: its items are counted, each at least 2 (the ", " between them).
+    """
+    if isinstance(value, str | bytes):
+        return len(value)
+    if not isinstance(value, _CONTAINERS):
+        return len(str(value)) if isinstance(value, int | float) else 8
+    size = 2
+    for item in value.items() if isinstance(value, dict) else value:
+        size += 2 + _text_size(item, limit - size)
+        if size > limit:
+            break
+    return size
+
+
 def _built(value: Any) -> Any:
     """``value`` after charging its length to the budget; refused when it is too long."""
-    if isinstance(value, str | list | tuple | dict | set | frozenset | bytes):
+    if isinstance(value, str | bytes | _CONTAINERS):
         _too_long(len(value))
+        if isinstance(value, _CONTAINERS) and _text_size(value) > MAX_BUILT_CHARS:
+            raise RenderBoundExceeded(
+                f"the template makes a list or object of more than {MAX_BUILT_CHARS:,} characters"
+            )
         budget = _current()
         budget.built += len(value)
         if budget.built > MAX_BUILT_CHARS:
@@ -142,31 +170,61 @@ def _check_add(left: Any, right: Any) -> None:
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
 
 
-def _check_widths(widths: Iterable[str], starred: Iterable[Any]) -> None:
-    """Refuse a format width or precision over ``MAX_CHARS``, written out or taken from the arguments."""
+def _width_numbers(value: Any) -> list[int]:
+    """The widths an argument may give a computed spec: an int, or each run of digits in a string's or float's text.
+
+    ``'{:{}}'.format('a', '1000000000')`` pads to 10**9: ``str.format`` puts the argument's text in the spec.
+    A run longer than 16 digits is cut to its first 16, still far over ``MAX_CHARS``.
+    """
+    if _is_int(value):
+        return [value]
+    if isinstance(value, str | float):
+        return [int(digits.lstrip("0")[:16] or "0") for digits in re.findall(r"\d+", str(value))]
+    return []
+
+
+def _check_widths(widths: Iterable[str], starred: Iterable[Any]) -> int:
+    """The largest format width or precision of one field (0 for none); refused over ``MAX_CHARS``.
+
+    Written out (``{:>80}``) or taken from the arguments (``{:{w}}``, ``%*d``).
+    """
+    largest = 0
     for width in widths:
-        if width.isdigit():
-            _too_long(int(width), "a format width")
-        elif width:
-            for value in starred:
-                if _is_int(value):
-                    _too_long(value, "a format width")
+        numbers = [int(width)] if width.isdigit() else [n for v in starred for n in _width_numbers(v)] if width else []
+        for number in numbers:
+            _too_long(number, "a format width")
+            largest = max(largest, number)
+    return largest
 
 
 def _check_percent(template: Any, values: Any) -> None:
     if not isinstance(template, str):
         return
     starred = values if isinstance(values, tuple) else (values,)
-    for spec in _PERCENT_SPEC.finditer(template):
-        _check_widths([spec.group(1) or "", spec.group(2) or ""], starred)
+    widths = [
+        _check_widths([spec.group(1) or "", spec.group(2) or ""], starred) for spec in _PERCENT_SPEC.finditer(template)
+    ]
+    _check_repeats(template, widths, tuple(values.values()) if isinstance(values, dict) else starred)
+
+
+def _check_repeats(template: str, widths: list[int], values: tuple) -> None:
+    """Refuse a format whose fields (each its width, or the longest value) would print over ``MAX_CHARS``.
+
+    ``('{0}' * 9000).format(big)`` and ``'{0:99999}' * 900`` are each a short template and one call.
+    """
+    longest = max((_text_size(value, MAX_CHARS) for value in values), default=0)
+    _too_long(len(template) + sum(max(width, longest) for width in widths), "a format")
 
 
 def _check_str_format(template: str, args: tuple, kwargs: dict) -> None:
     """Widths of ``str.format``: digits in a spec, or any number argument when a spec is computed (``{:{w}}``)."""
+    values = (*args, *kwargs.values())
+    widths = []
     for _, field, spec, _ in Formatter().parse(template):
-        if field is not None and spec:
-            widths = re.findall(r"\d+", spec) + (["*"] if "{" in spec else [])
-            _check_widths(widths, (*args, *kwargs.values()))
+        if field is not None:
+            digits = re.findall(r"\d+", spec or "") + (["*"] if "{" in (spec or "") else [])
+            widths.append(_check_widths(digits, values))
+    _check_repeats(template, widths, values)
 
 
 _BINOP_CHECKS: dict[str, Callable[[Any, Any], None]] = {

@@ -64,8 +64,13 @@ def staff_only(*any_of: str):
 
 def _page_url(request: HttpRequest) -> str:
     """Where to come back after logging in: the page, not the partial an HTMX request asked for."""
-    if request.htmx and request.htmx.current_url_abs_path:
-        return request.htmx.current_url_abs_path
+    if request.htmx:
+        try:
+            current = request.htmx.current_url_abs_path
+        except ValueError:  # an HX-Current-URL that is no URL ("http://[::1") is a 500 in django-htmx
+            current = None
+        if current:
+            return current
     return request.get_full_path() if request.method == "GET" else reverse("frontend:templates")
 
 
@@ -243,7 +248,7 @@ def _bad_identity(request: HttpRequest, form: EditorForm) -> HttpResponse | None
 
 def _base_of(request: HttpRequest) -> TemplateVersion | None:
     pk = request.POST.get("base", "")
-    if not pk.isdigit():
+    if not (pk.isascii() and pk.isdigit()):  # "²" and "٣" are digits to str.isdigit, not to int(): a 500
         return None
     return TemplateVersion.objects.select_related("kind", "created_by", "approved_by").filter(pk=pk).first()
 

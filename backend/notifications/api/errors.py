@@ -14,7 +14,7 @@ import sys
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
-from django.http import HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -92,6 +92,10 @@ def exception_handler(exc, context):
             {"error": "too_large", "message": f"The body is larger than {limit} bytes."},
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
+    if isinstance(exc, Http404):
+        # Django's bare Http404 (DRF raises one for an unknown ?format=): its text is "", its class no API code.
+        request = context["request"]
+        exc = exceptions.NotFound(str(exc) or f"No such resource or format: {request.get_full_path()}")
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

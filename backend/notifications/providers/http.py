@@ -205,7 +205,7 @@ def retry_after_seconds(response: requests.Response) -> float | None:
     value = response.headers.get("Retry-After")
     if not value:
         return None
-    if value.strip().isdigit():
+    if value.strip().isascii() and value.strip().isdigit():  # a provider's "²" is no number to float()
         return float(value)
     try:
         return max(0.0, (parsedate_to_datetime(value) - timezone.now()).total_seconds())
