@@ -3,8 +3,9 @@
 from datetime import date
 
 import pytest
+from rest_framework.test import APIClient
 
-from backend.notifications.models import Notification, State
+from backend.notifications.models import ApiClient, Notification, State
 from tests.conftest import pending
 
 SHIPPED = {"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}}
@@ -308,6 +309,16 @@ def test_get_shows_state_history_and_attempts(api, send):
     assert response.json()["id"] == created["id"]
     assert response.json()["attempts"] == []
     assert response.json()["state_history"][0]["to_state"] == "queued"
+
+
+def test_another_client_cannot_read_a_notification_it_did_not_send(api, send):
+    created = send(SHIPPED).json()
+    _, billing_key = ApiClient.issue("billing")
+    billing = APIClient()
+    billing.credentials(HTTP_AUTHORIZATION=f"Bearer {billing_key}")
+    response = billing.get(f"/api/v1/notifications/{created['id']}")
+    assert (response.status_code, response.json()["message"]) == (404, f"No notification with id {created['id']}.")
+    assert api.get(f"/api/v1/notifications/{created['id']}").status_code == 200
 
 
 def test_get_unknown_or_malformed_id_is_a_json_404(api):

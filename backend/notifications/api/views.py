@@ -18,7 +18,7 @@ from backend.notifications.api.serializers import (
     SendRequestSerializer,
     user_id_problem,
 )
-from backend.notifications.models import Notification, Recipient
+from backend.notifications.models import ApiClient, Notification, Recipient
 
 IDEMPOTENCY_KEY_MAX = 255
 # What _idempotency_key accepts, as far as a pattern can say it: printable ASCII, no spaces at the ends.
@@ -32,11 +32,16 @@ IDEMPOTENCY_KEY_SCHEMA = {
 _ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
 
 
-def _notification(pk) -> Notification:
+def _notification(pk, client: ApiClient) -> Notification:
+    """The notification ``pk`` as ``client`` sent it; ``NotFound`` for one another client sent.
+
+    Idempotency keys are scoped per client, and so is reading: one service never learns what the
+    platform sends for another (404, not 403, so an id of someone else's is not even confirmed).
+    """
     notification = (
         Notification.objects.select_related("recipient", "kind", "template_version__kind")
         .prefetch_related("state_changes", "attempts")
-        .filter(pk=pk)
+        .filter(pk=pk, client=client)
         .first()
     )
     if notification is None:
@@ -53,7 +58,7 @@ def _answer_for(accepted: actions.Accepted) -> Notification:
     suppressed).
     """
     if accepted.duplicate:
-        notification = _notification(accepted.notification.pk)
+        notification = _notification(accepted.notification.pk, accepted.notification.client)
     else:
         notification = accepted.notification
         # What prefetch_related would load, taken from the moment of acceptance instead of the table.
@@ -131,7 +136,7 @@ class NotificationDetailView(APIView):
     @extend_schema(operation_id="get_notification", responses={200: NotificationSerializer, 401: _ERROR, 404: _ERROR})
     def get(self, request: Request, pk) -> Response:
         """A notification's state, its state history with timestamps, and every provider attempt."""
-        return Response(NotificationSerializer(_notification(pk)).data)
+        return Response(NotificationSerializer(_notification(pk, request.auth)).data)
 
 
 class RecipientView(APIView):
