@@ -28,6 +28,17 @@ def test_an_approver_approves_someone_elses_draft(draft, approver):
     assert (draft.status, draft.approved_by) == ("approved", approver)
 
 
+def test_it_refuses_a_draft_whose_author_account_is_gone(draft, approver, editor):
+    editor.delete()  # created_by becomes NULL: nobody can show the approver is a second person
+    draft.refresh_from_db()
+    with pytest.raises(actions.ApprovalRefused) as refused:
+        actions.approve_template(draft, approver, draft.content_hash)
+    assert str(refused.value) == (
+        "shipped/en/email v2 has no known author; save it again as a new draft for a second person to approve."
+    )
+    assert TemplateVersion.objects.get(pk=draft.pk).status == "draft"
+
+
 def test_it_refuses_to_approve_content_the_approver_was_not_shown(draft, approver):
     shown = TemplateVersion(
         kind=draft.kind, language="en", channel="email", subject=draft.subject, text_body="Order {{ order }} lost.",

@@ -52,7 +52,10 @@ def approval_problem(version: TemplateVersion, user) -> str | None:
     """
     if not user.has_perm("notifications.approve_templateversion"):
         return f"{user.get_username()} may not approve templates."
-    if version.created_by_id is not None and version.created_by_id == user.pk:
+    if version.created_by_id is None:
+        # Its writer's account is gone: nobody can show that the approver is a second person.
+        return f"{version} has no known author; save it again as a new draft for a second person to approve."
+    if version.created_by_id == user.pk:
         return f"{version} was written by {user.get_username()}: a second person must approve it."
     if version.status != TemplateVersion.Status.DRAFT:
         return f"{version} is already approved."
