@@ -112,3 +112,48 @@ def test_arabic_user_ids_work(api):
 def test_it_requires_a_key(client):
     response = client.put("/api/v1/users/u-9", LAYLA, content_type="application/json")
     assert response.status_code == 401
+
+
+def test_attributes_are_stored_and_returned(api):
+    attributes = {"plan": "gold", "orders": 7, "ltv.sar": 1234.5, "city": "الرياض"}
+    assert put(api, "u-9", {**LAYLA, "attributes": attributes}).status_code == 201
+    assert Recipient.objects.get(user_id="u-9").attributes == attributes
+    assert api.get("/api/v1/users/u-9").json()["attributes"] == attributes
+
+
+def test_attributes_left_out_are_cleared_like_every_other_field(api):
+    put(api, "u-9", {**LAYLA, "attributes": {"plan": "gold"}})
+    put(api, "u-9", LAYLA)
+    assert api.get("/api/v1/users/u-9").json()["attributes"] == {}
+
+
+NOT_FLAT = "Must be a string or a number, not a list or an object: attributes are flat."
+
+
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    [
+        (["gold"], 'Must be a JSON object of strings and numbers, e.g. {"plan": "gold", "orders": 7}.'),
+        ("plan=gold", 'Must be a JSON object of strings and numbers, e.g. {"plan": "gold", "orders": 7}.'),
+        ({"plan": {"tier": "gold"}}, f"plan: {NOT_FLAT}"),
+        ({"tags": ["a", "b"]}, f"tags: {NOT_FLAT}"),
+        ({"vip": True}, 'vip: true, false and null are not accepted; use a string or a number (e.g. "yes" or 1).'),
+        ({"vip": None}, 'vip: true, false and null are not accepted; use a string or a number (e.g. "yes" or 1).'),
+        ({"": "x"}, "Key '': use 1 to 64 letters, digits, '_', '.' or '-'."),
+        ({"k" * 65: "x"}, f"Key {'k' * 65!r}: use 1 to 64 letters, digits, '_', '.' or '-'."),
+        ({"first name": "x"}, "Key 'first name': use 1 to 64 letters, digits, '_', '.' or '-'."),
+        ({"مدينة": "x"}, "Key 'مدينة': use 1 to 64 letters, digits, '_', '.' or '-'."),
+        ({"n": 2**53 + 1}, "n: Numbers must lie between -2**53 and 2**53."),
+        ({"n": -1e300}, "n: Numbers must lie between -2**53 and 2**53."),
+        ({"note": "x" * 4090}, "At most 4096 bytes of JSON; these are 4101."),
+    ],
+)  # fmt: skip
+def test_bad_attributes_are_a_422_with_the_reason(api, attributes, message):
+    response = put(api, "u-9", {**LAYLA, "attributes": attributes})
+    assert (response.status_code, response.json()["fields"]) == (422, {"attributes": [message]})
+    assert not Recipient.objects.exists()
+
+
+def test_attributes_of_exactly_4_kib_are_accepted(api):
+    attributes = {"note": "x" * 4085}  # {"note":"…"} is 11 bytes around the value: 4,096 in all
+    assert put(api, "u-9", {**LAYLA, "attributes": attributes}).status_code == 201

@@ -1,6 +1,7 @@
 """Request and response shapes of /api/v1. Requests refuse unknown fields: nothing sent is silently dropped."""
 
 import json
+import re
 import unicodedata
 from datetime import timedelta
 
@@ -20,6 +21,11 @@ MAX_PARAMS_BYTES = 16 * 1024
 # Deeper params parsed, then failed where they were walked again (rendering, the response): a 500.
 MAX_PARAMS_DEPTH = 32
 MAX_USER_ID = 128
+# Recipient attributes (segment filters): a flat object, small enough to sit in every recipient row.
+MAX_ATTRIBUTES_BYTES = 4 * 1024
+ATTRIBUTE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# Larger integers lose precision in a double; segment filters also use it as the open end of a range.
+MAX_ATTRIBUTE_NUMBER = 2**53
 # How far ahead a send may be scheduled: further is almost always a unit mistake (ms for s).
 MAX_SCHEDULE_AHEAD = timedelta(days=366)
 
@@ -225,6 +231,60 @@ class AcceptedSerializer(NotificationSerializer):
         fields = [*NotificationSerializer.Meta.fields, "duplicate"]
 
 
+def attributes_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a recipient's ``attributes`` (None when it can).
+
+    Accepted: a JSON object whose keys are 1–64 characters of ``[A-Za-z0-9_.-]``
+    and whose values are strings or numbers within ±2**53 (exact in a double),
+    at most ``MAX_ATTRIBUTES_BYTES`` (4 KiB) as compact UTF-8 JSON.
+    Refused: nesting (lists, objects), and ``true``/``false``/``null``, which a
+    segment filter could not tell from missing or from ``1``/``0``: send
+    ``"yes"`` or ``1`` instead.
+    """
+    if not isinstance(value, dict):
+        return 'Must be a JSON object of strings and numbers, e.g. {"plan": "gold", "orders": 7}.'
+    for key, item in value.items():
+        if not ATTRIBUTE_KEY.fullmatch(key):
+            return f"Key {key[:80]!r}: use 1 to 64 letters, digits, '_', '.' or '-'."
+        problem = _attribute_value_problem(item)
+        if problem:
+            return f"{key}: {problem}"
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_ATTRIBUTES_BYTES:
+        return f"At most {MAX_ATTRIBUTES_BYTES} bytes of JSON; these are {size}."
+    return None
+
+
+def _attribute_value_problem(item: object) -> str | None:
+    if isinstance(item, bool) or item is None:
+        return 'true, false and null are not accepted; use a string or a number (e.g. "yes" or 1).'
+    if isinstance(item, str):
+        return None
+    if isinstance(item, int | float):
+        return None if abs(item) <= MAX_ATTRIBUTE_NUMBER else "Numbers must lie between -2**53 and 2**53."
+    return "Must be a string or a number, not a list or an object: attributes are flat."
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}]},
+        "example": {"plan": "gold", "orders": 7},
+    }
+)
+class AttributesField(serializers.Field):
+    """A recipient's flat attributes; the rules are ``attributes_problem``'s."""
+
+    def to_internal_value(self, data):
+        problem = attributes_problem(data)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
 class RecipientSerializer(StrictSerializer):
     """Contact data, replaced whole by PUT: a field left out is cleared or reset to its default."""
 
@@ -239,6 +299,11 @@ class RecipientSerializer(StrictSerializer):
     )
     language = LanguageField(required=False, default="en", max_length=8, help_text="e.g. en, ar, fa.")
     time_zone = TimeZoneField(required=False, default="UTC", max_length=64, help_text="IANA, e.g. Asia/Riyadh.")
+    attributes = AttributesField(
+        required=False,
+        default=dict,
+        help_text="Flat object of strings and numbers for segment filters, at most 4 KiB of JSON.",
+    )
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
 

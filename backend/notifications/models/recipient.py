@@ -13,7 +13,9 @@ class Recipient(models.Model):
     """A person's contact data, keyed by the calling company's own user id.
 
     ``phone`` is E.164 (``+9665…``), ``language`` a lowercase ISO 639-1 code,
-    ``time_zone`` an IANA name (``Asia/Riyadh``). Validation lives in the API
+    ``time_zone`` an IANA name (``Asia/Riyadh``), ``attributes`` a flat object of
+    strings and numbers (``{"plan": "gold", "orders": 7}``, ≤ 4 KiB of JSON) that
+    segments filter on. Validation lives in the API
     serializer, which normalises before anything is stored.
     """
 
@@ -32,6 +34,9 @@ class Recipient(models.Model):
         null=True, blank=True, help_text="Set when an SMS provider calls the number invalid or unreachable."
     )
     phone_disabled_reason = models.CharField(max_length=255, blank=True)
+    attributes = models.JSONField(
+        default=dict, blank=True, help_text="Flat object of strings and numbers the company filters segments on."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
