@@ -127,6 +127,7 @@ def test_attributes_left_out_are_cleared_like_every_other_field(api):
     assert api.get("/api/v1/users/u-9").json()["attributes"] == {}
 
 
+KEY_RULE = "1 to 64 letters, digits, '_', '.' or '-', starting with a letter, without '__'"
 NOT_FLAT = "Must be a string or a number, not a list or an object: attributes are flat."
 
 
@@ -139,10 +140,13 @@ NOT_FLAT = "Must be a string or a number, not a list or an object: attributes ar
         ({"tags": ["a", "b"]}, f"tags: {NOT_FLAT}"),
         ({"vip": True}, 'vip: true, false and null are not accepted; use a string or a number (e.g. "yes" or 1).'),
         ({"vip": None}, 'vip: true, false and null are not accepted; use a string or a number (e.g. "yes" or 1).'),
-        ({"": "x"}, "Key '': use 1 to 64 letters, digits, '_', '.' or '-'."),
-        ({"k" * 65: "x"}, f"Key {'k' * 65!r}: use 1 to 64 letters, digits, '_', '.' or '-'."),
-        ({"first name": "x"}, "Key 'first name': use 1 to 64 letters, digits, '_', '.' or '-'."),
-        ({"مدينة": "x"}, "Key 'مدينة': use 1 to 64 letters, digits, '_', '.' or '-'."),
+        ({"": "x"}, f"Key '': use {KEY_RULE}."),
+        ({"k" * 65: "x"}, f"Key {'k' * 65!r}: use {KEY_RULE}."),
+        ({"first name": "x"}, f"Key 'first name': use {KEY_RULE}."),
+        ({"مدينة": "x"}, f"Key 'مدينة': use {KEY_RULE}."),
+        ({"2024": "x"}, f"Key '2024': use {KEY_RULE}."),
+        ({"_plan": "x"}, f"Key '_plan': use {KEY_RULE}."),
+        ({"plan__gte": "x"}, f"Key 'plan__gte': use {KEY_RULE}."),
         ({"n": 2**53 + 1}, "n: Numbers must lie between -2**53 and 2**53."),
         ({"n": -1e300}, "n: Numbers must lie between -2**53 and 2**53."),
         ({"note": "x" * 4090}, "At most 4096 bytes of JSON; these are 4101."),

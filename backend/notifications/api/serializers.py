@@ -23,7 +23,9 @@ MAX_PARAMS_DEPTH = 32
 MAX_USER_ID = 128
 # Recipient attributes (segment filters): a flat object, small enough to sit in every recipient row.
 MAX_ATTRIBUTES_BYTES = 4 * 1024
-ATTRIBUTE_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# A key starts with a letter (JSON paths read "7" as an array index) and holds no "__" (Django's lookup separator).
+ATTRIBUTE_KEY = re.compile(r"(?!.*__)[A-Za-z][A-Za-z0-9_.-]{0,63}")
+ATTRIBUTE_KEY_RULE = "1 to 64 letters, digits, '_', '.' or '-', starting with a letter, without '__'"
 # Larger integers lose precision in a double; segment filters also use it as the open end of a range.
 MAX_ATTRIBUTE_NUMBER = 2**53
 # How far ahead a send may be scheduled: further is almost always a unit mistake (ms for s).
@@ -234,7 +236,8 @@ class AcceptedSerializer(NotificationSerializer):
 def attributes_problem(value: object) -> str | None:
     """Why ``value`` cannot be a recipient's ``attributes`` (None when it can).
 
-    Accepted: a JSON object whose keys are 1–64 characters of ``[A-Za-z0-9_.-]``
+    Accepted: a JSON object whose keys are 1–64 characters of ``[A-Za-z0-9_.-]``,
+    starting with a letter and without ``__`` (``ATTRIBUTE_KEY``),
     and whose values are strings or numbers within ±2**53 (exact in a double),
     at most ``MAX_ATTRIBUTES_BYTES`` (4 KiB) as compact UTF-8 JSON.
     Refused: nesting (lists, objects), and ``true``/``false``/``null``, which a
@@ -245,7 +248,7 @@ def attributes_problem(value: object) -> str | None:
         return 'Must be a JSON object of strings and numbers, e.g. {"plan": "gold", "orders": 7}.'
     for key, item in value.items():
         if not ATTRIBUTE_KEY.fullmatch(key):
-            return f"Key {key[:80]!r}: use 1 to 64 letters, digits, '_', '.' or '-'."
+            return f"Key {key[:80]!r}: use {ATTRIBUTE_KEY_RULE}."
         problem = _attribute_value_problem(item)
         if problem:
             return f"{key}: {problem}"
