@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from backend.notifications.api.serializers import user_id_problem
+from django.db import connection
+
+from backend.notifications.api.serializers import MAX_USER_ID
 from backend.notifications.models import Recipient
 
 MAX_BYTES = 20 * 1024 * 1024
@@ -168,9 +170,23 @@ def _id_column(row: list[str]) -> tuple[int, bool]:
 
 
 def _known(ids: dict[str, None]) -> set[str]:
-    """Which of ``ids`` have a recipient: one query per ``CHUNK`` ids; ids no recipient could have are skipped."""
+    """Which of ``ids`` have a recipient: one query per ``CHUNK`` ids.
+
+    Ids no recipient can have are not sent: too long (``MAX_USER_ID``), or
+    holding a NUL, which PostgreSQL refuses in any text parameter.
+    """
     known: set[str] = set()
-    candidates = (user_id for user_id in ids if user_id_problem(user_id) is None)
+    candidates = (user_id for user_id in ids if len(user_id) <= MAX_USER_ID and "\x00" not in user_id)
     while chunk := list(itertools.islice(candidates, CHUNK)):
-        known.update(Recipient.objects.filter(user_id__in=chunk).values_list("user_id", flat=True))
+        known.update(_existing(chunk))
     return known
+
+
+def _existing(chunk: list[str]) -> list[str]:
+    """The ids of ``chunk`` that have a recipient, in one query."""
+    if connection.vendor != "postgresql":
+        return list(Recipient.objects.filter(user_id__in=chunk).values_list("user_id", flat=True))
+    # One array parameter instead of 10,000 placeholders: 10x faster to plan and bind (backend/bench/segment_upload).
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT user_id FROM {Recipient._meta.db_table} WHERE user_id = ANY(%s)", [chunk])
+        return [row[0] for row in cursor.fetchall()]
