@@ -72,6 +72,12 @@ class Definition:
     mode: str
     items: tuple["Condition | Definition", ...]
 
+    def to_document(self) -> dict:
+        """The normalised JSON document (codes in their canonical case, every op written): store and hash this."""
+        return {
+            self.mode: [item.to_document() if isinstance(item, Definition) else _document(item) for item in self.items]
+        }
+
     def q(self) -> Q:
         """The filter as a ``Q`` over ``Recipient``."""
         parts = [item.q() if isinstance(item, Definition) else _condition_q(item) for item in self.items]
@@ -218,6 +224,14 @@ def _bounds(op: str, value: object, path: str) -> tuple[float, float]:
 
 def _in_range(item: object) -> bool:
     return not isinstance(item, int | float) or abs(item) <= MAX_ATTRIBUTE_NUMBER
+
+
+def _document(condition: Condition) -> dict:
+    """A condition as JSON; ``gte`` and ``lte`` come back as ``between`` with the open end at ±2**53."""
+    value = condition.value
+    if condition.field != "has_address":
+        value = value[0] if condition.op == "eq" else list(value)
+    return {"field": condition.field, "op": condition.op, "value": value}
 
 
 def _condition_q(condition: Condition) -> Q:

@@ -175,3 +175,27 @@ def test_a_bad_definition_names_the_bad_part(doc, path, problem):
         validate_definition(doc)
     assert (raised.value.path, raised.value.problem) == (path, problem)
     assert str(raised.value) == (f"{path}: {problem}" if path else problem)
+
+
+def test_the_normalised_document_reads_back_as_the_same_definition():
+    doc = {
+        "all": [
+            cond("language", "AR", "eq"),
+            cond("country", ["sa", "ca"], "in"),
+            cond("has_address", "sms"),
+            {"any": [cond("attributes.orders", 3, "gte"), cond("attributes.plan", "gold", "eq")]},
+        ]
+    }
+    normalised = validate_definition(doc).to_document()
+    assert normalised == {
+        "all": [
+            {"field": "language", "op": "eq", "value": "ar"},
+            {"field": "country", "op": "in", "value": ["SA", "CA"]},
+            {"field": "has_address", "op": "eq", "value": "sms"},
+            {"any": [
+                {"field": "attributes.orders", "op": "between", "value": [3, 2**53]},
+                {"field": "attributes.plan", "op": "eq", "value": "gold"},
+            ]},
+        ]
+    }  # fmt: skip
+    assert validate_definition(normalised) == validate_definition(doc)
