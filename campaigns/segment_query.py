@@ -58,7 +58,11 @@ class DefinitionError(ValueError):
 
 @dataclass(frozen=True)
 class Condition:
-    """One test: ``field`` as written, ``op`` (``eq``, ``in`` or ``between``), a normalised ``value``."""
+    """One test: ``field`` as written, ``op`` (``eq``, ``in`` or ``between``) and ``value``.
+
+    ``value`` is a tuple of normalised values for ``eq`` (one) and ``in``,
+    ``(low, high)`` for ``between``, and the channel name for ``has_address``.
+    """
 
     field: str
     op: str
