@@ -63,7 +63,8 @@ def parse_upload(stream: BinaryIO, size: int | None = None) -> UploadReport:
     """Read an uploaded CSV of user ids (bytes, e.g. Django's ``UploadedFile``) and check the ids.
 
     ``size`` (bytes), when known, refuses an oversized file before reading it;
-    otherwise the count while reading does. Raises ``UploadRefused``.
+    otherwise the count while reading does. Raises ``UploadRefused``. From a
+    view: ``parse_upload(request.FILES["ids"], size=request.FILES["ids"].size)``.
     """
     if size is not None and size > MAX_BYTES:
         raise UploadRefused(_too_big())
