@@ -372,13 +372,15 @@ def submit(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     return current
 
 
-def approval_problem(campaign: Campaign, user: AbstractBaseUser) -> str | None:
+def approval_problem(campaign: Campaign, user: Actor) -> str | None:
     """Why ``user`` may not approve or reject ``campaign`` now, or None when they may.
 
     The rule (DESIGN.md §5): the approve permission, and not a writer of the campaign —
     its author, or anyone who edited or submitted it — whatever else they hold (a
-    superuser too); and only a submitted campaign.
+    superuser too); and only a submitted campaign. Never an API client.
     """
+    if isinstance(user, ApiClient):
+        return f"API client {user.name} may not approve campaigns: a person approves them."
     name = user.get_username()
     if not user.has_perm("campaigns.approve_campaign"):
         return f"{name} may not approve campaigns."

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from backend.notifications.api.errors import validation_response
-from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, _idempotency_key
+from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, _idempotency_key  # one rule for the whole API
 from campaigns import actions
 from campaigns.models import Campaign
 from campaigns.serializers import CampaignCreateSerializer, CampaignSerializer

@@ -1,5 +1,6 @@
 """POST /api/v1/campaigns makes drafts a person must approve; GET reads one's own (campaigns/api.py)."""
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -7,6 +8,7 @@ import time_machine
 from rest_framework.test import APIClient
 
 from backend.notifications.models import ApiClient
+from campaigns import actions
 from campaigns.models import Campaign, CampaignAudit, Segment
 from campaigns.serializers import MAX_INLINE_USER_IDS
 
@@ -125,6 +127,14 @@ def test_an_api_key_has_no_way_to_approve(api, create):
     assert api.patch(f"/api/v1/campaigns/{campaign['id']}", {"state": "approved"}, format="json").status_code == 405
     assert Campaign.objects.get(pk=campaign["id"]).state == Campaign.State.DRAFT
     assert list(CampaignAudit.objects.values_list("action", flat=True)) == ["create"]
+
+
+def test_the_approve_action_refuses_an_api_client(create, orders_service):
+    campaign = Campaign.objects.get(pk=create(BODY).json()["id"])
+    problem = actions.approval_problem(campaign, orders_service[0])
+    assert problem == "API client orders may not approve campaigns: a person approves them."
+    with pytest.raises(actions.PermissionRefused, match=re.escape(problem)):
+        actions.approve(campaign, orders_service[0], campaign.content_hash)
 
 
 def test_the_schema_lists_the_campaign_endpoints_without_an_approve_path(client):
