@@ -240,6 +240,12 @@ def create_list_segment(actor: Actor, name: str, user_ids: Iterable[str]) -> Seg
     return segment
 
 
+def _refuse_unknown_fields(fields: dict[str, Any]) -> None:
+    unknown = sorted(set(fields) - set(EDITABLE_FIELDS))
+    if unknown:
+        raise CampaignRefused(f"These fields cannot be set: {', '.join(unknown)}.", unknown[0])
+
+
 # --- the lifecycle -------------------------------------------------------------------------------
 
 
@@ -261,6 +267,9 @@ def create_draft(
     """
     if not isinstance(actor, ApiClient):
         _require(actor, "add_campaign", "create campaigns")
+        if idempotency_key:
+            raise CampaignRefused("Idempotency keys are scoped to an API client; staff pages send none.", "body")
+    _refuse_unknown_fields(fields)
     if idempotency_key:
         original = _original(actor, idempotency_key, payload or {})
         if original:
@@ -292,7 +301,7 @@ def _new_draft(actor: Actor, fields: dict, user_ids: list[str] | None, key: str,
         raise CampaignRefused("Name either a segment id or a list of user_ids.", "segment")
     is_client = isinstance(actor, ApiClient)
     campaign = Campaign(
-        **{name: value for name, value in fields.items() if name in EDITABLE_FIELDS},
+        **fields,
         author=None if is_client else actor,
         client=actor if is_client else None,
         idempotency_key=key,
@@ -315,9 +324,7 @@ def edit(campaign: Campaign, user: AbstractBaseUser, **changes: Any) -> Campaign
     is not recorded. Needs ``campaigns.change_campaign``; raises ``CampaignRefused``.
     """
     _require(user, "change_campaign", "edit campaigns")
-    unknown = sorted(set(changes) - set(EDITABLE_FIELDS))
-    if unknown:
-        raise CampaignRefused(f"These fields cannot be edited: {', '.join(unknown)}.", unknown[0])
+    _refuse_unknown_fields(changes)
     with transaction.atomic():
         current = _locked(campaign)
         if current.state not in EDITABLE_STATES:

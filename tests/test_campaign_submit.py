@@ -79,3 +79,11 @@ def test_a_user_without_the_permission_cannot_create_or_submit(marketer, outside
         draft(outsider)
     with pytest.raises(actions.PermissionRefused, match=re.escape("support may not submit campaigns.")):
         actions.submit(draft(marketer), outsider)
+
+
+def test_state_and_hash_are_not_fields_an_author_sets(marketer):
+    campaign = draft(marketer)
+    with pytest.raises(actions.CampaignRefused, match=re.escape("These fields cannot be set: content_hash, state.")):
+        actions.edit(campaign, marketer, state=Campaign.State.APPROVED, content_hash="0" * 64)
+    with pytest.raises(actions.CampaignRefused, match=re.escape("These fields cannot be set: state.")):
+        draft(marketer, state=Campaign.State.APPROVED)
