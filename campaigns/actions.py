@@ -372,7 +372,7 @@ def submit(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
             raise CampaignRefused(str(exc), "segment") from None
         if members.size == 0:
             raise CampaignRefused(f"Segment {current.segment.name!r} has no members: nobody would get it.", "segment")
-        current.content_hash = campaign_hash(current)
+        current.content_hash = campaign_hash(current, members)
         current.state, current.submitted_at = Campaign.State.SUBMITTED, timezone.now()
         current.save()
         _audit(current, user, CampaignAudit.Action.SUBMIT, audience=members.size, templates=current.template_versions)

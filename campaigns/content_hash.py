@@ -87,11 +87,13 @@ def digest(content: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
-def campaign_hash(campaign: Campaign) -> str:
+def campaign_hash(campaign: Campaign, members: Audience | None = None) -> str:
     """The content hash of ``campaign`` as stored now: its templates and its segment's members read from the database.
 
-    Raises ``audience.AudienceUnavailable`` when the segment cannot be counted.
+    ``members``: the segment's ``Audience`` when the caller has just counted it (a list
+    may hold millions: read it once). Raises ``audience.AudienceUnavailable`` when the
+    segment cannot be counted.
     """
     ids = [*campaign.template_versions.values(), campaign.correction_version_id]
     templates = TemplateVersion.objects.in_bulk([pk for pk in ids if pk is not None])
-    return digest(canonical_content(campaign, templates, audience(campaign.segment)))
+    return digest(canonical_content(campaign, templates, members or audience(campaign.segment)))

@@ -156,3 +156,14 @@ def test_a_schedule_in_local_time_and_an_end_time(create):
     assert response.status_code == 201, response.json()
     assert response.json()["schedule"] == {"mode": "local_time", "send_at": None, "local_time": "09:00:00"}
     assert response.json()["end_at"] == "2026-12-03T08:00:00Z"
+
+
+def test_reading_a_campaign_takes_a_fixed_number_of_queries(api, create, marketer, approver, django_assert_num_queries):
+    campaign = Campaign.objects.get(pk=create(BODY).json()["id"])
+    CampaignAudit.objects.bulk_create(
+        CampaignAudit(campaign=campaign, actor=approver, actor_name="approver", action="edit") for _ in range(5)
+    )
+    # The key's client, the campaign with its kind, segment and author, its approvals with approvers, its audit.
+    with django_assert_num_queries(4):
+        response = api.get(f"/api/v1/campaigns/{campaign.pk}")
+    assert len(response.json()["audit"]) == 6
