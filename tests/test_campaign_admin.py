@@ -52,3 +52,13 @@ def test_the_audit_list_filters_only_as_listed(client, marketer, approver):
     client.force_login(approver)
     assert client.get("/admin/campaigns/campaignaudit/?action__exact=approve").status_code == 200
     assert client.get("/admin/campaigns/campaignaudit/?content_hash__startswith=a").status_code == 400
+
+
+@pytest.mark.parametrize("model", RECORDS, ids=lambda model: model.__name__)
+def test_the_approver_sees_every_list_and_record(client, marketer, approver, model):
+    actions.approve(campaign := submitted(marketer), approver, campaign.content_hash)
+    client.force_login(approver)
+    name = model._meta.model_name
+    record = model.objects.first()
+    assert client.get(f"/admin/campaigns/{name}/").status_code == 200
+    assert client.get(f"/admin/campaigns/{name}/{record.pk}/change/").status_code == 200
