@@ -7,6 +7,7 @@ from backend.notifications.api.errors import api_not_found
 urlpatterns = [
     path("api/v1/", include("backend.notifications.api.urls")),
     path("api/v1/", include("inbox.api_urls")),
+    path("api/v1/", include("campaigns.api_urls")),
     path("inbox/", include("inbox.urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),

@@ -159,3 +159,11 @@ def outsider(demo_data):
     from django.contrib.auth.models import User
 
     return User.objects.get(username="support")
+
+
+@pytest.fixture
+def marketer(demo_data):
+    """Composes campaigns and segments; may not approve them."""
+    from django.contrib.auth.models import User
+
+    return User.objects.get(username="marketer")

@@ -122,8 +122,30 @@ GROUP_PERMISSIONS = {
         "inbox.view_inboxmessage",  # "did it reach the inbox? was it read?"
     ],
     "template editor": ["view_kind", "view_templateversion", "add_templateversion", "change_templateversion"],
-    "marketer": ["view_kind", "view_templateversion", "view_recipient"],
-    "approver": ["view_kind", "view_templateversion", "view_recipient", "approve_templateversion"],
+    "marketer": [
+        "view_kind",
+        "view_templateversion",
+        "view_recipient",
+        "campaigns.add_campaign",
+        "campaigns.change_campaign",
+        "campaigns.view_campaign",
+        "campaigns.add_segment",
+        "campaigns.change_segment",
+        "campaigns.view_segment",
+        "campaigns.view_campaignapproval",
+        "campaigns.view_campaignaudit",
+    ],
+    "approver": [
+        "view_kind",
+        "view_templateversion",
+        "view_recipient",
+        "approve_templateversion",
+        "campaigns.view_campaign",
+        "campaigns.approve_campaign",
+        "campaigns.view_segment",
+        "campaigns.view_campaignapproval",
+        "campaigns.view_campaignaudit",
+    ],
 }
 
 # username → (group, is_superuser)

@@ -1,0 +1,477 @@
+"""Every state change of a campaign: permission-checked, atomic, and written to ``CampaignAudit``.
+
+The two-person rule lives here and nowhere else (not in a view, a form or the admin):
+a campaign is approved or rejected by a user with ``campaigns.approve_campaign`` who
+neither wrote, edited nor submitted it — superusers included — naming the content hash
+they were shown (``content_hash.py``). Any edit after submit voids the submission and
+any approval: the campaign returns to draft and its audit says why. An API client may
+create drafts, never approve (DESIGN.md §5).
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from backend.notifications import idempotency
+from backend.notifications.models import ApiClient, Category, Recipient, TemplateVersion
+from campaigns.audience import AudienceUnavailable, audience
+from campaigns.content_hash import campaign_hash
+from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment, SegmentMember
+
+Actor = AbstractBaseUser | ApiClient
+
+# What an author may set; anything else (state, hash, author) only the actions below change.
+EDITABLE_FIELDS = (
+    "name", "kind", "channel", "template_versions", "params", "segment", "schedule_mode", "send_at",
+    "local_time", "end_at", "correction_version", "correction_none_reason",
+)  # fmt: skip
+EDITABLE_STATES = {Campaign.State.DRAFT, Campaign.State.SUBMITTED, Campaign.State.APPROVED, Campaign.State.REJECTED}
+FINAL_STATES = {Campaign.State.CANCELLED, Campaign.State.DONE}
+# Audit actions that make a user a writer of the campaign, and so never its approver.
+WRITING_ACTIONS = (CampaignAudit.Action.CREATE, CampaignAudit.Action.EDIT, CampaignAudit.Action.SUBMIT)
+SECURITY_REFUSED = "security kinds cannot be sent as a campaign"
+UNKNOWN_IDS_SHOWN = 20
+
+
+class CampaignRefused(Exception):
+    """An action is refused; ``message`` says why, ``field`` names the input at fault (or "body").
+
+    ``status`` is the HTTP status a view answers it with.
+    """
+
+    status = 422
+
+    def __init__(self, message: str, field: str = "body"):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class PermissionRefused(CampaignRefused):
+    """The actor may not do this to this campaign (403)."""
+
+    status = 403
+
+
+class ContentChanged(CampaignRefused):
+    """The approver was shown other content than the campaign holds now (409: look again, then decide)."""
+
+    status = 409
+
+
+class IdempotencyConflict(CampaignRefused):
+    """An Idempotency-Key already named a different campaign request (422)."""
+
+
+@dataclass(frozen=True)
+class Created:
+    """What ``create_draft`` made, or the original draft of a repeated idempotency key (``duplicate``)."""
+
+    campaign: Campaign
+    duplicate: bool
+
+
+def _actor_name(actor: Actor) -> str:
+    return f"api:{actor.name}" if isinstance(actor, ApiClient) else actor.get_username()
+
+
+def _audit(campaign: Campaign, actor: Actor, action: str, **detail: Any) -> None:
+    CampaignAudit.objects.create(
+        campaign=campaign,
+        actor=None if isinstance(actor, ApiClient) else actor,
+        actor_name=_actor_name(actor),
+        action=action,
+        content_hash=campaign.content_hash,
+        detail=detail,
+    )
+
+
+def _require(user: AbstractBaseUser, codename: str, doing: str) -> None:
+    if not user.has_perm(f"campaigns.{codename}"):
+        raise PermissionRefused(f"{user.get_username()} may not {doing}.")
+
+
+def _locked(campaign: Campaign) -> Campaign:
+    return Campaign.objects.select_for_update(no_key=True).select_related("kind", "segment").get(pk=campaign.pk)
+
+
+# --- what a campaign must be ---------------------------------------------------------------------
+
+
+def _kind_problem(campaign: Campaign) -> tuple[str, str] | None:
+    kind = campaign.kind
+    if kind.category == Category.SECURITY:
+        return "kind", f"{kind.name}: {SECURITY_REFUSED}"
+    if kind.category not in (Category.MARKETING, Category.TRANSACTIONAL):
+        return "kind", f"{kind.name}: only marketing and transactional kinds can be sent as a campaign."
+    if campaign.channel not in kind.channels:
+        return "channel", f"{kind.name} is sent on {', '.join(kind.channels)}, not {campaign.channel}."
+    return None
+
+
+def _instant_problem(name: str, value: datetime | None, now: datetime) -> str | None:
+    if value is None:
+        return None
+    if timezone.is_naive(value):
+        return f"{name} needs a time zone (e.g. 2026-12-01T09:00:00Z)."
+    if value <= now:
+        return f"{name} {value.isoformat()} is in the past: pick an instant after {now.isoformat(timespec='seconds')}."
+    return None
+
+
+def _schedule_problem(campaign: Campaign, now: datetime) -> tuple[str, str] | None:
+    mode = campaign.schedule_mode
+    if mode not in ScheduleMode.values:
+        return "schedule.mode", f"Unknown schedule {mode!r}: one of {', '.join(ScheduleMode.values)}."
+    if mode == ScheduleMode.AT and campaign.send_at is None:
+        return "schedule.send_at", 'A schedule "at" needs send_at, an instant with its time zone.'
+    if mode == ScheduleMode.LOCAL_TIME and campaign.local_time is None:
+        return "schedule.local_time", 'A schedule "local_time" needs local_time, a wall time such as 09:00.'
+    if mode != ScheduleMode.AT and campaign.send_at is not None:
+        return "schedule.send_at", f'send_at belongs to a schedule "at", not "{mode}".'
+    if mode != ScheduleMode.LOCAL_TIME and campaign.local_time is not None:
+        return "schedule.local_time", f'local_time belongs to a schedule "local_time", not "{mode}".'
+    for name in ("send_at", "end_at"):
+        problem = _instant_problem(name, getattr(campaign, name), now)
+        if problem:
+            return (f"schedule.{name}" if name == "send_at" else name), problem
+    if campaign.end_at and campaign.send_at and campaign.end_at <= campaign.send_at:
+        return "end_at", "end_at must come after send_at: nothing would be sent."
+    return None
+
+
+def _version_problem(version_id: Any, campaign: Campaign, language: str | None) -> str | None:
+    version = TemplateVersion.objects.filter(pk=version_id).first() if isinstance(version_id, int) else None
+    if version is None:
+        return f"No template version with id {version_id!r}."
+    if version.status != TemplateVersion.Status.APPROVED:
+        return f"{version} is not approved: only approved versions are sent."
+    if version.channel != campaign.channel:
+        return f"{version} is for {version.channel}, the campaign sends on {campaign.channel}."
+    if language is not None and (version.kind_id != campaign.kind_id or version.language != language):
+        return f"{version} is not the {campaign.kind.name} template in {language!r}."
+    return None
+
+
+def _templates_problem(campaign: Campaign) -> tuple[str, str] | None:
+    if not isinstance(campaign.template_versions, dict):
+        return "template_versions", 'An object of language → version id, e.g. {"en": 12}.'
+    for language, version_id in sorted(campaign.template_versions.items()):
+        problem = _version_problem(version_id, campaign, language)
+        if problem:
+            return f"template_versions.{language}", problem
+    return None
+
+
+def _correction_problem(campaign: Campaign, *, complete: bool) -> tuple[str, str] | None:
+    version_id, reason = campaign.correction_version_id, campaign.correction_none_reason.strip()
+    if version_id is not None and reason:
+        return "correction", "Name a correction template or a reason for having none, not both."
+    if version_id is not None:
+        problem = _version_problem(version_id, campaign, None)
+        return ("correction.template_version", problem) if problem else None
+    if complete and not reason:
+        return "correction", (
+            "Name a correction template version (ready to send if this campaign goes wrong), or say why there is none."
+        )
+    return None
+
+
+def _draft_problem(campaign: Campaign, now: datetime) -> tuple[str, str] | None:
+    """What makes ``campaign`` unfit to be saved even as a draft."""
+    return (
+        _kind_problem(campaign)
+        or _schedule_problem(campaign, now)
+        or _templates_problem(campaign)
+        or _correction_problem(campaign, complete=False)
+    )
+
+
+def _refuse_if(problem: tuple[str, str] | None) -> None:
+    if problem:
+        field, message = problem
+        raise CampaignRefused(message, field)
+
+
+def _resolved_templates(campaign: Campaign) -> dict[str, int]:
+    """The author's chosen versions, or the newest approved version per language of kind × channel."""
+    if campaign.template_versions:
+        return campaign.template_versions
+    newest: dict[str, int] = {}
+    approved = TemplateVersion.objects.filter(
+        kind=campaign.kind, channel=campaign.channel, status=TemplateVersion.Status.APPROVED
+    ).order_by("language", "-version")
+    for language, version_id in approved.values_list("language", "id"):
+        newest.setdefault(language, version_id)
+    if not newest:
+        raise CampaignRefused(
+            f"{campaign.kind.name} has no approved template on {campaign.channel}: approve one first.", "channel"
+        )
+    return newest
+
+
+# --- segments ------------------------------------------------------------------------------------
+
+
+def create_list_segment(actor: Actor, name: str, user_ids: Iterable[str]) -> Segment:
+    """A list segment of the users ``user_ids`` (duplicates collapsed).
+
+    Raises ``CampaignRefused`` (field ``user_ids``) for an empty list or unknown ids,
+    naming the first ``UNKNOWN_IDS_SHOWN`` of them. Call inside the caller's transaction.
+    """
+    wanted = sorted(set(user_ids))
+    if not wanted:
+        raise CampaignRefused("List at least one user id.", "user_ids")
+    found = dict(Recipient.objects.filter(user_id__in=wanted).values_list("user_id", "pk"))
+    unknown = [user_id for user_id in wanted if user_id not in found]
+    if unknown:
+        shown = ", ".join(unknown[:UNKNOWN_IDS_SHOWN]) + (" …" if len(unknown) > UNKNOWN_IDS_SHOWN else "")
+        raise CampaignRefused(f"{len(unknown)} unknown user id(s): {shown}", "user_ids")
+    client = actor if isinstance(actor, ApiClient) else None
+    segment = Segment.objects.create(
+        name=name, kind=Segment.Kind.LIST, created_by=None if client else actor, client=client
+    )
+    SegmentMember.objects.bulk_create(SegmentMember(segment=segment, recipient_id=pk) for pk in found.values())
+    return segment
+
+
+def _refuse_unknown_fields(fields: dict[str, Any]) -> None:
+    unknown = sorted(set(fields) - set(EDITABLE_FIELDS))
+    if unknown:
+        raise CampaignRefused(f"These fields cannot be set: {', '.join(unknown)}.", unknown[0])
+
+
+# --- the lifecycle -------------------------------------------------------------------------------
+
+
+def create_draft(
+    actor: Actor,
+    *,
+    user_ids: list[str] | None = None,
+    idempotency_key: str = "",
+    payload: dict[str, Any] | None = None,
+    **fields: Any,
+) -> Created:
+    """Save a new draft from ``fields`` (``EDITABLE_FIELDS``); ``user_ids`` instead of ``segment`` makes a list segment.
+
+    A staff user needs ``campaigns.add_campaign``; an API client may always create drafts.
+    With an ``idempotency_key`` (API clients), a repeated key answers the original draft
+    when ``payload`` is the same request, and raises ``IdempotencyConflict`` when it is not.
+    Raises ``CampaignRefused`` for a security kind, a channel the kind lacks, a past or
+    incomplete schedule, an unknown or unapproved template, unknown user ids.
+    """
+    if not isinstance(actor, ApiClient):
+        _require(actor, "add_campaign", "create campaigns")
+        if idempotency_key:
+            raise CampaignRefused("Idempotency keys are scoped to an API client; staff pages send none.", "body")
+    _refuse_unknown_fields(fields)
+    if idempotency_key:
+        original = _original(actor, idempotency_key, payload or {})
+        if original:
+            return Created(original, duplicate=True)
+    try:
+        with transaction.atomic():
+            campaign = _new_draft(actor, fields, user_ids, idempotency_key, payload or {})
+    except IntegrityError:
+        original = _original(actor, idempotency_key, payload or {}) if idempotency_key else None
+        if original is None:
+            raise
+        return Created(original, duplicate=True)  # a concurrent request with the same key won
+    return Created(campaign, duplicate=False)
+
+
+def _original(client: ApiClient, key: str, payload: dict[str, Any]) -> Campaign | None:
+    original = Campaign.objects.filter(client=client, idempotency_key=key).first()
+    if original and not idempotency.same_request(original.request_hash, payload):
+        raise IdempotencyConflict(
+            f"This Idempotency-Key already created campaign {original.pk} with a different request; "
+            "use a new key for a new campaign.",
+            "Idempotency-Key",
+        )
+    return original
+
+
+def _new_draft(actor: Actor, fields: dict, user_ids: list[str] | None, key: str, payload: dict) -> Campaign:
+    if (user_ids is None) == ("segment" not in fields):
+        raise CampaignRefused("Name either a segment id or a list of user_ids.", "segment")
+    is_client = isinstance(actor, ApiClient)
+    campaign = Campaign(
+        **fields,
+        author=None if is_client else actor,
+        client=actor if is_client else None,
+        idempotency_key=key,
+        request_hash=idempotency.request_hash(payload) if key else "",
+    )
+    _refuse_if(_draft_problem(campaign, timezone.now()))
+    if user_ids is not None:
+        campaign.segment = create_list_segment(actor, f"{campaign.name} (list)", user_ids)
+    campaign.save()
+    _audit(campaign, actor, CampaignAudit.Action.CREATE, fields=sorted({*fields, *(["user_ids"] if user_ids else [])}))
+    return campaign
+
+
+def edit(campaign: Campaign, user: AbstractBaseUser, **changes: Any) -> Campaign:
+    """Change ``changes`` (``EDITABLE_FIELDS``) of a campaign not yet scheduled; returns it as stored.
+
+    An edit of a submitted, approved or rejected campaign returns it to draft: its
+    frozen hash is cleared, its approvals are voided (``voided_at``), and the audit row
+    names the fields changed and why the state went back. An edit that changes nothing
+    is not recorded. Needs ``campaigns.change_campaign``; raises ``CampaignRefused``.
+    """
+    _require(user, "change_campaign", "edit campaigns")
+    _refuse_unknown_fields(changes)
+    with transaction.atomic():
+        current = _locked(campaign)
+        if current.state not in EDITABLE_STATES:
+            raise CampaignRefused(f"{current} is {current.state}: it can no longer be edited.", "state")
+        changed = [name for name, value in changes.items() if getattr(current, name) != value]
+        if not changed:
+            return current
+        for name in changed:
+            setattr(current, name, changes[name])
+        _refuse_if(_draft_problem(current, timezone.now()))
+        detail: dict[str, Any] = {"changed": sorted(changed), "from_state": current.state}
+        if current.state != Campaign.State.DRAFT:
+            detail["reason"] = _void(current, f"edited while {current.state} ({', '.join(sorted(changed))} changed)")
+        current.save()
+        _audit(current, user, CampaignAudit.Action.EDIT, **detail)
+    return current
+
+
+def _void(campaign: Campaign, why: str) -> str:
+    """Return ``campaign`` (locked, saved by the caller) to draft, voiding its submission and approvals."""
+    reason = f"Back to draft: {why}; the submission of {campaign.content_hash[:12]}… and any approval of it are void."
+    CampaignApproval.objects.filter(campaign=campaign, voided_at__isnull=True).update(voided_at=timezone.now())
+    campaign.state, campaign.content_hash, campaign.submitted_at = Campaign.State.DRAFT, "", None
+    return reason
+
+
+def submit(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
+    """Freeze a draft's content hash and ask for a second person's approval; returns it as stored.
+
+    Resolves the template versions when the author named none. Refuses (``CampaignRefused``)
+    a security kind, a campaign without a correction template and without a reason, a
+    schedule in the past, an unknown or unapproved template, an empty or uncountable
+    segment. Needs ``campaigns.change_campaign``.
+    """
+    _require(user, "change_campaign", "submit campaigns")
+    with transaction.atomic():
+        current = _locked(campaign)
+        if current.state != Campaign.State.DRAFT:
+            raise CampaignRefused(f"{current} is {current.state}: only a draft can be submitted.", "state")
+        _refuse_if(_draft_problem(current, timezone.now()) or _correction_problem(current, complete=True))
+        current.template_versions = _resolved_templates(current)
+        try:
+            members = audience(current.segment)
+        except AudienceUnavailable as exc:
+            raise CampaignRefused(str(exc), "segment") from None
+        if members.size == 0:
+            raise CampaignRefused(f"Segment {current.segment.name!r} has no members: nobody would get it.", "segment")
+        current.content_hash = campaign_hash(current, members)
+        current.state, current.submitted_at = Campaign.State.SUBMITTED, timezone.now()
+        current.save()
+        _audit(current, user, CampaignAudit.Action.SUBMIT, audience=members.size, templates=current.template_versions)
+    return current
+
+
+def approval_problem(campaign: Campaign, user: Actor) -> str | None:
+    """Why ``user`` may not approve or reject ``campaign`` now, or None when they may.
+
+    The rule (DESIGN.md §5): the approve permission, and not a writer of the campaign —
+    its author, or anyone who edited or submitted it — whatever else they hold (a
+    superuser too); and only a submitted campaign. Never an API client.
+    """
+    if isinstance(user, ApiClient):
+        return f"API client {user.name} may not approve campaigns: a person approves them."
+    name = user.get_username()
+    if not user.has_perm("campaigns.approve_campaign"):
+        return f"{name} may not approve campaigns."
+    wrote = (
+        campaign.author_id == user.pk
+        or CampaignAudit.objects.filter(campaign=campaign, actor=user, action__in=WRITING_ACTIONS).exists()
+    )
+    if wrote:
+        return f"{campaign} was written by {name}: a second person must approve it."
+    if campaign.state != Campaign.State.SUBMITTED:
+        return f"{campaign} is {campaign.state}, not waiting for approval."
+    return None
+
+
+def approve(campaign: Campaign, user: AbstractBaseUser, shown_hash: str) -> Campaign:
+    """Approve ``campaign`` as ``user`` was shown it (``shown_hash``: the hash on their page).
+
+    Raises ``PermissionRefused`` (``approval_problem``), or ``ContentChanged`` when the
+    stored hash is not the one shown, or when the content moved under the submission
+    (a list segment's members changed): then the campaign goes back to draft as well.
+    Scheduling the approved campaign belongs to the fan-out (not built yet).
+    """
+    return _decide(campaign, user, shown_hash, CampaignApproval.Decision.APPROVED, "")
+
+
+def reject(campaign: Campaign, user: AbstractBaseUser, shown_hash: str, comment: str) -> Campaign:
+    """Reject ``campaign`` as shown, saying why in ``comment`` (required); same rule and errors as ``approve``."""
+    if not comment.strip():
+        raise CampaignRefused("Say why you reject it: the author reads your comment.", "comment")
+    return _decide(campaign, user, shown_hash, CampaignApproval.Decision.REJECTED, comment.strip())
+
+
+def _decide(campaign: Campaign, user: AbstractBaseUser, shown_hash: str, decision: str, comment: str) -> Campaign:
+    with transaction.atomic():
+        current = _locked(campaign)
+        problem = approval_problem(current, user)
+        if problem:
+            raise PermissionRefused(problem)
+        now_hash = campaign_hash(current)
+        if now_hash == current.content_hash:
+            if shown_hash != current.content_hash:
+                raise ContentChanged(
+                    f"{current} is not what you were shown (content hash {shown_hash[:12]}…, it has "
+                    f"{current.content_hash[:12]}…): open it again, read it, and decide on what it says now."
+                )
+            return _record_decision(current, user, decision, comment)
+        reason = _void(current, "its content changed after it was submitted (a template or the segment's members)")
+        current.save()
+        _audit(current, user, CampaignAudit.Action.VOID, reason=reason, found_hash=now_hash)
+    raise ContentChanged(f"{current} changed after it was submitted and is back to draft: it must be resubmitted.")
+
+
+def _record_decision(campaign: Campaign, user: AbstractBaseUser, decision: str, comment: str) -> Campaign:
+    """Write the decision on ``campaign`` (locked by the caller, its hash checked)."""
+    approved = decision == CampaignApproval.Decision.APPROVED
+    CampaignApproval.objects.create(
+        campaign=campaign, approver=user, decision=decision, comment=comment, content_hash=campaign.content_hash
+    )
+    campaign.state = Campaign.State.APPROVED if approved else Campaign.State.REJECTED
+    campaign.save()
+    _audit(campaign, user, CampaignAudit.Action.APPROVE if approved else CampaignAudit.Action.REJECT,
+           **({"comment": comment} if comment else {}))  # fmt: skip
+    return campaign
+
+
+def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
+    """Cancel a campaign not yet done: its author, a writer of it, or an approver may.
+
+    Only the state changes here; stopping a running fan-out (nothing more handed to a
+    provider within seconds) comes with the fan-out. Raises ``PermissionRefused`` or
+    ``CampaignRefused`` (already cancelled or done).
+    """
+    with transaction.atomic():
+        current = _locked(campaign)
+        wrote = (
+            current.author_id == user.pk
+            or CampaignAudit.objects.filter(campaign=current, actor=user, action__in=WRITING_ACTIONS).exists()
+        )
+        if not (wrote or user.has_perm("campaigns.approve_campaign")):
+            raise PermissionRefused(f"{user.get_username()} may not cancel {current}: its author or an approver may.")
+        if current.state in FINAL_STATES:
+            raise CampaignRefused(f"{current} is already {current.state}.", "state")
+        previous = current.state
+        current.state = Campaign.State.CANCELLED
+        current.save()
+        _audit(current, user, CampaignAudit.Action.CANCEL, from_state=previous)
+    return current

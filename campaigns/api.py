@@ -1,0 +1,83 @@
+"""Views of /api/v1/campaigns: parse, call one action, answer.
+
+An API key creates drafts and reads its own campaigns; approval is a person's act
+in the staff pages, so there is no approve endpoint here (DESIGN.md §5).
+"""
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from backend.notifications.api.errors import validation_response
+from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, _idempotency_key  # one rule for the whole API
+from campaigns import actions
+from campaigns.models import Campaign
+from campaigns.serializers import CampaignCreateSerializer, CampaignSerializer
+
+_ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
+
+
+def _campaign(pk: int, client) -> Campaign:
+    """Campaign ``pk`` as ``client`` created it; ``NotFound`` for any other (not even its existence is confirmed)."""
+    campaign = (
+        Campaign.objects.select_related("kind", "segment", "author")
+        .prefetch_related("approvals__approver", "audit")
+        .filter(pk=pk, client=client)
+        .first()
+    )
+    if campaign is None:
+        raise NotFound(f"No campaign with id {pk}.")
+    return campaign
+
+
+class CampaignCreateView(APIView):
+    @extend_schema(
+        operation_id="create_campaign",
+        request=CampaignCreateSerializer,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                IDEMPOTENCY_KEY_SCHEMA,
+                OpenApiParameter.HEADER,
+                required=True,
+                description="A stable name of this campaign request; a repeat with the same body returns the original.",
+            )
+        ],
+        responses={
+            201: OpenApiResponse(CampaignSerializer, description="A new draft; a person must submit and approve it."),
+            200: OpenApiResponse(CampaignSerializer, description="Duplicate key, same body: the original draft."),
+            400: _ERROR,
+            401: _ERROR,
+            422: OpenApiResponse(
+                description="JSON error naming the field: unknown or security kind, a past schedule, unknown or "
+                "more than 10,000 user ids, an unapproved template, or a repeated key with a different body."
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        """Create a draft campaign (201), or return the original draft for a repeated key (200)."""
+        key = _idempotency_key(request)
+        if not isinstance(request.data, dict):
+            raise ParseError("The body must be a JSON object.")
+        serializer = CampaignCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            created = actions.create_draft(
+                request.auth, idempotency_key=key, payload=request.data, **serializer.draft_fields()
+            )
+        except actions.CampaignRefused as exc:
+            return validation_response({exc.field: [exc.message]})
+        return Response(
+            CampaignSerializer(_campaign(created.campaign.pk, request.auth)).data,
+            status=status.HTTP_200_OK if created.duplicate else status.HTTP_201_CREATED,
+        )
+
+
+class CampaignDetailView(APIView):
+    @extend_schema(operation_id="get_campaign", responses={200: CampaignSerializer, 401: _ERROR, 404: _ERROR})
+    def get(self, request: Request, pk: int) -> Response:
+        """A campaign's state, content hash, approvals and audit trail; per-state counts come with the fan-out."""
+        return Response(CampaignSerializer(_campaign(pk, request.auth)).data)

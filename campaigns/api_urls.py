@@ -1,0 +1,10 @@
+"""The campaigns' routes under /api/v1/ (included by backend/urls.py)."""
+
+from django.urls import path
+
+from campaigns import api
+
+urlpatterns = [
+    path("campaigns", api.CampaignCreateView.as_view(), name="campaign-create"),
+    path("campaigns/<int:pk>", api.CampaignDetailView.as_view(), name="campaign-detail"),
+]

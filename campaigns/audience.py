@@ -1,0 +1,43 @@
+"""Who a segment reaches, and a fingerprint of it for the content hash."""
+
+import hashlib
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from backend.notifications.models import Recipient
+from campaigns.models import Segment, SegmentMember
+
+
+class AudienceUnavailable(Exception):
+    """The segment's members cannot be listed; the message says why."""
+
+
+@dataclass(frozen=True)
+class Audience:
+    """A segment's size and a SHA-256 (hex) of its members' user ids, sorted, one per line."""
+
+    size: int
+    digest: str
+
+
+def recipients(segment: Segment) -> QuerySet[Recipient]:
+    """The recipients of ``segment``.
+
+    Raises ``AudienceUnavailable`` for a filter segment: its query lives in
+    ``campaigns/segment_query.py`` (built in parallel), which this function will call.
+    """
+    if segment.kind == Segment.Kind.LIST:
+        return Recipient.objects.filter(pk__in=SegmentMember.objects.filter(segment=segment).values("recipient_id"))
+    raise AudienceUnavailable(
+        f"Segment {segment.name!r} is a filter; filter segments cannot be counted yet, use an uploaded list."
+    )
+
+
+def audience(segment: Segment) -> Audience:
+    """Count and fingerprint ``segment``'s members now (streamed: a list may hold millions)."""
+    digest, size = hashlib.sha256(), 0
+    for user_id in recipients(segment).order_by("user_id").values_list("user_id", flat=True).iterator(chunk_size=5000):
+        digest.update(user_id.encode() + b"\n")
+        size += 1
+    return Audience(size=size, digest=digest.hexdigest())

@@ -1,0 +1,147 @@
+from django.conf import settings
+from django.db import models
+
+from backend.notifications.models import ApiClient, Channel, Kind, TemplateVersion
+from campaigns.models.segment import Segment
+
+
+class ScheduleMode(models.TextChoices):
+    NOW = "now", "As soon as it is approved"
+    AT = "at", "At an instant"
+    LOCAL_TIME = "local_time", "At a wall time in each recipient's time zone"
+
+
+class Campaign(models.Model):
+    """One mass send: a kind's approved template to a segment, on a schedule, approved by a second person.
+
+    The lifecycle (``campaigns/actions.py`` is the only writer): ``draft`` → ``submitted``
+    (``content_hash`` frozen) → ``approved`` or ``rejected``; an edit of a submitted,
+    approved or rejected campaign returns it to ``draft``. ``scheduled``, ``running`` and
+    ``done`` belong to the fan-out (not built yet); ``cancelled`` may end any state
+    before ``done``. ``template_versions`` maps a language to the approved
+    ``TemplateVersion`` id sent to recipients of that language: named by the author or
+    resolved at submit (the newest approved version per language of kind × channel).
+    """
+
+    class State(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        SUBMITTED = "submitted", "Submitted for approval"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        SCHEDULED = "scheduled", "Scheduled"
+        RUNNING = "running", "Running"
+        CANCELLED = "cancelled", "Cancelled"
+        DONE = "done", "Done"
+
+    name = models.CharField(max_length=200)
+    kind = models.ForeignKey(Kind, on_delete=models.PROTECT, related_name="+")
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    template_versions = models.JSONField(
+        default=dict, blank=True, help_text='Language → approved template version id, e.g. {"en": 12, "ar": 13}.'
+    )
+    params = models.JSONField(default=dict, blank=True, help_text="Params shared by every recipient.")
+    segment = models.ForeignKey(Segment, on_delete=models.PROTECT, related_name="campaigns")
+    schedule_mode = models.CharField(max_length=10, choices=ScheduleMode.choices, default=ScheduleMode.NOW)
+    send_at = models.DateTimeField(null=True, blank=True, help_text='The instant of an "at" schedule.')
+    local_time = models.TimeField(null=True, blank=True, help_text='The wall time of a "local_time" schedule.')
+    end_at = models.DateTimeField(
+        null=True, blank=True, help_text="Nothing more is handed to a provider after it; the rest ends expired."
+    )
+    correction_version = models.ForeignKey(
+        TemplateVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="The approved version a correction of this campaign would send.",
+    )  # fmt: skip
+    correction_none_reason = models.TextField(blank=True, help_text="Why the campaign has no correction template.")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.DRAFT)
+    content_hash = models.CharField(
+        max_length=64, blank=True, help_text="SHA-256 frozen at submit (content_hash.py); empty in draft."
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    client = models.ForeignKey(
+        ApiClient, null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="Made over the API."
+    )
+    idempotency_key = models.CharField(max_length=255, blank=True)
+    request_hash = models.CharField(max_length=64, blank=True, help_text="HMAC of the API request body.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["client", "idempotency_key"],
+                condition=models.Q(client__isnull=False),
+                name="campaign_idempotency_key_per_client",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["state", "-created_at"], name="campaign_state_recent_idx"),
+            models.Index(fields=["author", "-created_at"], name="campaign_author_recent_idx"),
+        ]
+        permissions = [("approve_campaign", "Can approve or reject campaigns (never one's own)")]
+
+    def __str__(self) -> str:
+        return f"campaign {self.pk} {self.name!r}"
+
+
+class CampaignApproval(models.Model):
+    """An approver's decision on the exact content hash they were shown; ``voided_at`` when an edit undid it."""
+
+    class Decision(models.TextChoices):
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="approvals")
+    approver = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    comment = models.TextField(blank=True)
+    content_hash = models.CharField(max_length=64)
+    at = models.DateTimeField(auto_now_add=True)
+    voided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [models.Index(fields=["campaign", "-at"], name="campaign_approval_recent_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.decision} campaign {self.campaign_id} at {self.content_hash[:12]}"
+
+
+class CampaignAudit(models.Model):
+    """One action on a campaign: who (a staff user, or an API client by name), what, on which content hash.
+
+    ``detail`` holds what the action needs to be understood later, e.g. the fields an
+    edit changed and why the campaign went back to draft.
+    """
+
+    class Action(models.TextChoices):
+        CREATE = "create", "Created"
+        EDIT = "edit", "Edited"
+        SUBMIT = "submit", "Submitted"
+        APPROVE = "approve", "Approved"
+        REJECT = "reject", "Rejected"
+        VOID = "void", "Approval voided"
+        CANCEL = "cancel", "Cancelled"
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="audit")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=160, help_text="The username, or api:<client name>.")
+    action = models.CharField(max_length=8, choices=Action.choices)
+    content_hash = models.CharField(max_length=64, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+        indexes = [
+            models.Index(fields=["campaign", "at"], name="campaign_audit_timeline_idx"),
+            models.Index(fields=["actor", "-at"], name="campaign_audit_actor_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} {self.action} campaign {self.campaign_id}"

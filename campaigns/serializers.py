@@ -1,0 +1,204 @@
+"""Request and response shapes of /api/v1/campaigns. Requests refuse unknown fields, like the rest of /api/v1."""
+
+import json
+
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from backend.notifications import masking
+from backend.notifications.api.parsers import nesting_depth
+from backend.notifications.api.serializers import (
+    MAX_PARAMS_BYTES,
+    MAX_PARAMS_DEPTH,
+    StrictCharField,
+    StrictSerializer,
+    UserIdField,
+)
+from backend.notifications.models import Channel, Kind, TemplateVersion
+from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment
+
+# Users listed in the body of one request; a bigger audience is an uploaded list segment.
+MAX_INLINE_USER_IDS = 10_000
+
+
+def _refuse_naive_instants(data, names: tuple[str, ...]) -> None:
+    """DRF would silently read a naive time in the server's zone; the caller must say which instant."""
+    if not isinstance(data, dict):
+        return
+    for name in names:
+        raw = data.get(name)
+        try:
+            parsed = parse_datetime(raw) if isinstance(raw, str) else None
+        except ValueError:
+            raise serializers.ValidationError({name: ["Not a real date and time (e.g. February 30)."]}) from None
+        if parsed is not None and parsed.tzinfo is None:
+            raise serializers.ValidationError({name: ["Include a UTC offset or Z, e.g. 2026-12-01T09:00:00Z."]})
+
+
+class ScheduleSerializer(StrictSerializer):
+    mode = serializers.ChoiceField(choices=ScheduleMode.choices, default=ScheduleMode.NOW)
+    send_at = serializers.DateTimeField(
+        default=None, allow_null=True, help_text='For "at": ISO 8601 with a UTC offset, e.g. 2026-12-01T09:00:00Z.'
+    )
+    local_time = serializers.TimeField(
+        default=None, allow_null=True, help_text='For "local_time": the wall time in each recipient\'s zone, "09:00".'
+    )
+
+    def to_internal_value(self, data):
+        _refuse_naive_instants(data, ("send_at",))
+        return super().to_internal_value(data)
+
+
+class CorrectionSerializer(StrictSerializer):
+    template_version = serializers.IntegerField(
+        min_value=1, default=None, allow_null=True, help_text="An approved version sent if the campaign goes wrong."
+    )
+    none_reason = StrictCharField(
+        default="", allow_blank=True, max_length=2000, help_text="Why there is no correction template (kept)."
+    )
+
+    def validate_template_version(self, value: int | None) -> TemplateVersion | None:
+        if value is None:
+            return None
+        version = TemplateVersion.objects.filter(pk=value).first()
+        if version is None:
+            raise serializers.ValidationError(f"No template version with id {value}.")
+        return version
+
+
+class CampaignCreateSerializer(StrictSerializer):
+    """A draft campaign: a person with the approver role approves it later, never an API key."""
+
+    name = StrictCharField(max_length=200)
+    kind = serializers.SlugField(max_length=64, help_text="A marketing or transactional kind; security kinds: 422.")
+    channel = serializers.ChoiceField(choices=Channel.choices)
+    segment = serializers.IntegerField(min_value=1, required=False, help_text="A segment id; or give user_ids.")
+    user_ids = serializers.ListField(
+        child=UserIdField(),
+        required=False,
+        allow_empty=False,
+        max_length=MAX_INLINE_USER_IDS,
+        error_messages={"max_length": f"At most {MAX_INLINE_USER_IDS:,} user ids; upload a list segment for more."},
+        help_text=f"Instead of segment: up to {MAX_INLINE_USER_IDS:,} known user ids, made into a list segment.",
+    )
+    params = serializers.DictField(required=False, default=dict, help_text="Params shared by every recipient.")
+    template_versions = serializers.DictField(
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        default=dict,
+        help_text="Language → approved version id; when left out, the newest approved versions are used at submit.",
+    )
+    schedule = ScheduleSerializer(required=False)
+    end_at = serializers.DateTimeField(
+        default=None, allow_null=True, help_text="Nothing more is handed to a provider after this instant."
+    )
+    correction = CorrectionSerializer(required=False)
+
+    def to_internal_value(self, data):
+        _refuse_naive_instants(data, ("end_at",))
+        return super().to_internal_value(data)
+
+    def validate_kind(self, value: str) -> Kind:
+        kind = Kind.objects.filter(name=value).first()
+        if kind is None:
+            raise serializers.ValidationError(f"Unknown kind {value!r}.")
+        return kind
+
+    def validate_segment(self, value: int) -> Segment:
+        segment = Segment.objects.filter(pk=value).first()
+        if segment is None:
+            raise serializers.ValidationError(f"No segment with id {value}.")
+        return segment
+
+    def validate_params(self, value: dict) -> dict:
+        if nesting_depth(value) > MAX_PARAMS_DEPTH:
+            raise serializers.ValidationError(f"Params may nest at most {MAX_PARAMS_DEPTH} levels deep.")
+        if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_PARAMS_BYTES:
+            raise serializers.ValidationError(f"Params may be at most {MAX_PARAMS_BYTES} bytes of JSON.")
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        if ("segment" in attrs) == ("user_ids" in attrs):
+            raise serializers.ValidationError({"segment": ["Give either a segment id or a list of user_ids."]})
+        return attrs
+
+    def draft_fields(self) -> dict:
+        """The validated body as ``actions.create_draft`` keywords."""
+        data = dict(self.validated_data)
+        schedule = data.pop("schedule", None) or {"mode": ScheduleMode.NOW, "send_at": None, "local_time": None}
+        correction = data.pop("correction", None) or {"template_version": None, "none_reason": ""}
+        return {
+            **data,
+            "schedule_mode": schedule["mode"],
+            "send_at": schedule["send_at"],
+            "local_time": schedule["local_time"],
+            "correction_version": correction["template_version"],
+            "correction_none_reason": correction["none_reason"],
+        }
+
+
+class ApprovalSerializer(serializers.ModelSerializer):
+    approver = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = CampaignApproval
+        fields = ["at", "approver", "decision", "comment", "content_hash", "voided_at"]
+
+
+class AuditSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name", read_only=True)
+
+    class Meta:
+        model = CampaignAudit
+        fields = ["at", "actor", "action", "content_hash", "detail"]
+
+
+class SegmentSummarySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Segment
+        fields = ["id", "name", "kind"]
+
+
+class CampaignSerializer(serializers.ModelSerializer):
+    """A campaign as its creator may read it: state, frozen content hash, approvals and audit trail."""
+
+    kind = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    segment = SegmentSummarySerializer(read_only=True)
+    params = serializers.SerializerMethodField()
+    schedule = serializers.SerializerMethodField()
+    correction = serializers.SerializerMethodField()
+    author = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    counts = serializers.SerializerMethodField(
+        help_text="Notifications per state (queued, sent, failed, suppressed…): null until the fan-out, "
+        "which is not built yet, has created them."
+    )
+    approvals = ApprovalSerializer(many=True, read_only=True)
+    audit = AuditSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Campaign
+        fields = [
+            "id", "name", "state", "kind", "channel", "segment", "template_versions", "params", "schedule", "end_at",
+            "correction", "content_hash", "author", "created_at", "updated_at", "submitted_at", "counts", "approvals",
+            "audit",
+        ]  # fmt: skip
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_params(self, campaign: Campaign) -> dict:
+        return masking.masked_params(campaign.kind, campaign.params)
+
+    @extend_schema_field(ScheduleSerializer)
+    def get_schedule(self, campaign: Campaign) -> dict:
+        return ScheduleSerializer(
+            {"mode": campaign.schedule_mode, "send_at": campaign.send_at, "local_time": campaign.local_time}
+        ).data
+
+    @extend_schema_field(CorrectionSerializer)
+    def get_correction(self, campaign: Campaign) -> dict:
+        return {"template_version": campaign.correction_version_id, "none_reason": campaign.correction_none_reason}
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_counts(self, campaign: Campaign) -> None:
+        return None

@@ -1,0 +1,169 @@
+"""POST /api/v1/campaigns makes drafts a person must approve; GET reads one's own (campaigns/api.py)."""
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import time_machine
+from rest_framework.test import APIClient
+
+from backend.notifications.models import ApiClient
+from campaigns import actions
+from campaigns.models import Campaign, CampaignAudit, Segment
+from campaigns.serializers import MAX_INLINE_USER_IDS
+
+pytestmark = pytest.mark.usefixtures("demo_data")
+
+NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+BODY = {
+    "name": "Weekend sale",
+    "kind": "promo",
+    "channel": "email",
+    "user_ids": ["u-ar-1", "u-en-1"],
+    "params": {"percent": "20"},
+    "schedule": {"mode": "at", "send_at": "2026-12-05T09:00:00Z"},
+    "correction": {"none_reason": "A price correction goes out as a new campaign."},
+}
+
+
+@pytest.fixture
+def create(api):
+    def _create(body: dict, key: str = "weekend-sale-2026"):
+        with time_machine.travel(NOW, tick=False):
+            return api.post("/api/v1/campaigns", body, format="json", HTTP_IDEMPOTENCY_KEY=key)
+
+    return _create
+
+
+def test_it_creates_a_draft_with_a_list_segment_of_the_users(create):
+    response = create(BODY)
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    campaign = Campaign.objects.get(pk=body["id"])
+    assert (body["state"], body["kind"], body["channel"], body["content_hash"]) == ("draft", "promo", "email", "")
+    assert body["schedule"] == {"mode": "at", "send_at": "2026-12-05T09:00:00Z", "local_time": None}
+    assert body["correction"] == {"template_version": None, "none_reason": BODY["correction"]["none_reason"]}
+    assert body["counts"] is None and body["approvals"] == []
+    assert [(row["actor"], row["action"]) for row in body["audit"]] == [("api:orders", "create")]
+    assert sorted(campaign.segment.members.values_list("user_id", flat=True)) == ["u-ar-1", "u-en-1"]
+    assert (campaign.author, campaign.client.name, campaign.segment.kind) == (None, "orders", Segment.Kind.LIST)
+
+
+def test_a_repeated_key_with_the_same_body_answers_the_original(create):
+    first = create(BODY)
+    again = create(BODY)
+    assert (again.status_code, again.json()["id"]) == (200, first.json()["id"])
+    assert Campaign.objects.count() == 1 and Segment.objects.count() == 1
+
+
+def test_a_repeated_key_with_another_body_is_refused(create):
+    first = create(BODY)
+    response = create({**BODY, "params": {"percent": "50"}})
+    assert response.status_code == 422
+    assert response.json()["fields"] == {
+        "Idempotency-Key": [
+            f"This Idempotency-Key already created campaign {first.json()['id']} with a different request; "
+            "use a new key for a new campaign."
+        ]
+    }
+    assert Campaign.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"kind": "nope"}, "kind", "Unknown kind 'nope'."),
+        ({"kind": "otp", "channel": "sms"}, "kind", "otp: security kinds cannot be sent as a campaign"),
+        (
+            {"schedule": {"mode": "at", "send_at": "2026-11-30T09:00:00Z"}},
+            "schedule.send_at",
+            "send_at 2026-11-30T09:00:00+00:00 is in the past: pick an instant after 2026-12-01T08:00:00+00:00.",
+        ),
+        ({"schedule": {"mode": "at", "send_at": "2026-12-05T09:00:00"}}, "schedule.send_at",
+         "Include a UTC offset or Z, e.g. 2026-12-01T09:00:00Z."),
+        ({"user_ids": ["u-en-1", "u-nobody", "u-ghost"]}, "user_ids", "2 unknown user id(s): u-ghost, u-nobody"),
+        ({"user_ids": [f"u-{n}" for n in range(MAX_INLINE_USER_IDS + 1)]}, "user_ids",
+         "At most 10,000 user ids; upload a list segment for more."),
+        ({"segment": 999999}, "segment", "No segment with id 999999."),
+        ({"channel": "fax"}, "channel", '"fax" is not a valid choice.'),
+        ({"colour": "red"}, "colour", "Unknown field."),
+    ],
+    ids=["unknown kind", "security kind", "past schedule", "naive instant", "unknown users", "too many users",
+         "unknown segment", "unknown channel", "unknown field"],
+)  # fmt: skip
+def test_bad_input_is_a_422_naming_the_field(create, change, field, message):
+    body = {**BODY, **change}
+    if "segment" in change:
+        del body["user_ids"]
+    response = create(body)
+    assert response.status_code == 422, response.json()
+    assert response.json()["fields"] == {field: [message]}
+    assert not Campaign.objects.exists()
+
+
+def test_a_body_that_is_not_json_is_a_400(api):
+    response = api.post("/api/v1/campaigns", b"{not json", content_type="application/json", HTTP_IDEMPOTENCY_KEY="k")
+    assert (response.status_code, response.json()["error"]) == (400, "malformed_request")
+
+
+def test_a_missing_idempotency_key_is_a_400(api):
+    response = api.post("/api/v1/campaigns", BODY, format="json")
+    assert response.status_code == 400
+    assert response.json()["message"] == "Missing 'Idempotency-Key' header: name the event, e.g. order-5012-shipped."
+
+
+def test_a_client_reads_only_its_own_campaigns(create):
+    created = create(BODY).json()
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {ApiClient.issue('billing')[1]}")
+    assert other.get(f"/api/v1/campaigns/{created['id']}").status_code == 404
+
+
+def test_an_api_key_has_no_way_to_approve(api, create):
+    campaign = create(BODY).json()
+    for path in (f"/api/v1/campaigns/{campaign['id']}/approve", f"/api/v1/campaigns/{campaign['id']}"):
+        response = api.post(path, {"content_hash": "x"}, format="json", HTTP_IDEMPOTENCY_KEY="approve-it")
+        assert response.status_code in (404, 405)
+    assert api.patch(f"/api/v1/campaigns/{campaign['id']}", {"state": "approved"}, format="json").status_code == 405
+    assert Campaign.objects.get(pk=campaign["id"]).state == Campaign.State.DRAFT
+    assert list(CampaignAudit.objects.values_list("action", flat=True)) == ["create"]
+
+
+def test_the_approve_action_refuses_an_api_client(create, orders_service):
+    campaign = Campaign.objects.get(pk=create(BODY).json()["id"])
+    problem = actions.approval_problem(campaign, orders_service[0])
+    assert problem == "API client orders may not approve campaigns: a person approves them."
+    with pytest.raises(actions.PermissionRefused, match=re.escape(problem)):
+        actions.approve(campaign, orders_service[0], campaign.content_hash)
+
+
+def test_the_schema_lists_the_campaign_endpoints_without_an_approve_path(client):
+    paths = client.get("/api/v1/openapi.json").json()["paths"]
+    assert set(paths["/api/v1/campaigns"]) == {"post"}
+    assert set(paths["/api/v1/campaigns/{id}"]) == {"get"}
+    assert set(paths["/api/v1/campaigns"]["post"]["responses"]) == {"200", "201", "400", "401", "422"}
+    assert not [path for path in paths if "approve" in path]
+
+
+def test_the_counts_wait_for_the_fan_out(client):
+    schema = client.get("/api/v1/openapi.json").json()["components"]["schemas"]["Campaign"]
+    assert "not built yet" in schema["properties"]["counts"]["description"]
+
+
+def test_a_schedule_in_local_time_and_an_end_time(create):
+    end = (NOW + timedelta(days=2)).isoformat().replace("+00:00", "Z")
+    response = create({**BODY, "schedule": {"mode": "local_time", "local_time": "09:00"}, "end_at": end})
+    assert response.status_code == 201, response.json()
+    assert response.json()["schedule"] == {"mode": "local_time", "send_at": None, "local_time": "09:00:00"}
+    assert response.json()["end_at"] == "2026-12-03T08:00:00Z"
+
+
+def test_reading_a_campaign_takes_a_fixed_number_of_queries(api, create, marketer, approver, django_assert_num_queries):
+    campaign = Campaign.objects.get(pk=create(BODY).json()["id"])
+    CampaignAudit.objects.bulk_create(
+        CampaignAudit(campaign=campaign, actor=approver, actor_name="approver", action="edit") for _ in range(5)
+    )
+    # The key's client, the campaign with its kind, segment and author, its approvals with approvers, its audit.
+    with django_assert_num_queries(4):
+        response = api.get(f"/api/v1/campaigns/{campaign.pk}")
+    assert len(response.json()["audit"]) == 6
