@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from django.db.models import QuerySet
 
 from backend.notifications.models import Recipient
+from campaigns import segment_query
 from campaigns.models import Segment, SegmentMember
 
 
@@ -22,16 +23,16 @@ class Audience:
 
 
 def recipients(segment: Segment) -> QuerySet[Recipient]:
-    """The recipients of ``segment``.
+    """The recipients of ``segment``: a list's members, or what a filter matches now (one query either way).
 
-    Raises ``AudienceUnavailable`` for a filter segment: its query lives in
-    ``campaigns/segment_query.py`` (built in parallel), which this function will call.
+    Raises ``AudienceUnavailable`` when a filter's stored definition is not valid (segment_query.py).
     """
     if segment.kind == Segment.Kind.LIST:
         return Recipient.objects.filter(pk__in=SegmentMember.objects.filter(segment=segment).values("recipient_id"))
-    raise AudienceUnavailable(
-        f"Segment {segment.name!r} is a filter; filter segments cannot be counted yet, use an uploaded list."
-    )
+    try:
+        return segment_query.recipients(segment.definition)
+    except segment_query.DefinitionError as exc:
+        raise AudienceUnavailable(f"Segment {segment.name!r} has a filter that cannot be used: {exc}") from exc
 
 
 def audience(segment: Segment) -> Audience:

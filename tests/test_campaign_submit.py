@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from backend.notifications.models import Kind, TemplateVersion
+from backend.notifications.models import Kind, Recipient, TemplateVersion
 from campaigns import actions
+from campaigns.audience import audience
 from campaigns.models import Campaign, ScheduleMode, Segment
 from tests.campaigns_setup import draft, list_segment
 
@@ -68,9 +69,17 @@ def test_an_empty_segment_is_refused(marketer):
     assert refused.value.message == "Segment 'Nobody' has no members: nobody would get it."
 
 
-def test_a_filter_segment_is_refused_until_it_can_be_counted(marketer):
-    segment = Segment.objects.create(name="Arabic speakers", kind=Segment.Kind.FILTER, definition={"language": ["ar"]})
-    with pytest.raises(actions.CampaignRefused, match="filter segments cannot be counted yet"):
+def test_a_filter_segment_is_counted_by_its_query_when_submitted(marketer):
+    arabic = {"all": [{"field": "language", "op": "in", "value": ["ar"]}]}
+    segment = Segment.objects.create(name="Arabic speakers", kind=Segment.Kind.FILTER, definition=arabic)
+    campaign = actions.submit(draft(marketer, segment=segment), marketer)
+    assert campaign.state == Campaign.State.SUBMITTED
+    assert audience(segment).size == Recipient.objects.filter(language="ar").count() >= 1
+
+
+def test_a_filter_segment_whose_definition_is_broken_is_refused(marketer):
+    segment = Segment.objects.create(name="Broken", kind=Segment.Kind.FILTER, definition={"language": ["ar"]})
+    with pytest.raises(actions.CampaignRefused, match="Segment 'Broken' has a filter that cannot be used"):
         actions.submit(draft(marketer, segment=segment), marketer)
 
 
