@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from backend.notifications.api.errors import validation_response
-from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, _idempotency_key  # one rule for the whole API
+from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, idempotency_key
 from campaigns import actions
 from campaigns.models import Campaign
 from campaigns.serializers import CampaignCreateSerializer, CampaignSerializer
@@ -59,7 +59,7 @@ class CampaignCreateView(APIView):
     )
     def post(self, request: Request) -> Response:
         """Create a draft campaign (201), or return the original draft for a repeated key (200)."""
-        key = _idempotency_key(request)
+        key = idempotency_key(request)
         if not isinstance(request.data, dict):
             raise ParseError("The body must be a JSON object.")
         serializer = CampaignCreateSerializer(data=request.data)

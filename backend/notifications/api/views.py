@@ -21,7 +21,7 @@ from backend.notifications.api.serializers import (
 from backend.notifications.models import ApiClient, Notification, Recipient
 
 IDEMPOTENCY_KEY_MAX = 255
-# What _idempotency_key accepts, as far as a pattern can say it: printable ASCII, no spaces at the ends.
+# What idempotency_key accepts, as far as a pattern can say it: printable ASCII, no spaces at the ends.
 IDEMPOTENCY_KEY_SCHEMA = {
     "type": "string",
     "minLength": 1,
@@ -67,7 +67,11 @@ def _answer_for(accepted: actions.Accepted) -> Notification:
     return notification
 
 
-def _idempotency_key(request: Request) -> str:
+def idempotency_key(request: Request) -> str:
+    """The request's ``Idempotency-Key`` (UTF-8, stripped, 1–255 characters); ``ParseError`` (400) otherwise.
+
+    One rule for every endpoint that takes a key (sends, campaigns).
+    """
     # HTTP header values arrive as Latin-1 (WSGI/ASGI); callers send UTF-8 bytes.
     raw = request.headers.get("Idempotency-Key", "")
     try:
@@ -114,7 +118,7 @@ class NotificationCreateView(APIView):
     )
     def post(self, request: Request) -> Response:
         """Accept a notification for delivery (202), or return the original for a repeated key (200)."""
-        key = _idempotency_key(request)
+        key = idempotency_key(request)
         if not isinstance(request.data, dict):
             raise ParseError("The body must be a JSON object.")
         serializer = SendRequestSerializer(data=request.data)
