@@ -14,6 +14,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.exceptions import SuspiciousFileOperation  # noqa: E402
 from django.http import Http404  # noqa: E402
+from django.urls import reverse  # noqa: E402
 
 from backend.body_limit import BodyLimit  # noqa: E402
 from inbox.routing import websocket_urlpatterns  # noqa: E402
@@ -34,8 +35,10 @@ class StaticFiles(ASGIStaticFilesHandler):
 
 # nginx serves /static/ in production; the embedded demo has no nginx.
 http_app = StaticFiles(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
-# Oversized bodies get 413 before Django copies them (backend/body_limit.py).
-http_app = BodyLimit(http_app, settings.MAX_REQUEST_BODY)
+# Oversized bodies get 413 before Django copies them (backend/body_limit.py). One exception: the
+# segment CSV upload takes up to SEGMENT_UPLOAD_MAX_BODY (nginx has a matching location).
+upload_limits = {reverse("frontend:segment-upload"): settings.SEGMENT_UPLOAD_MAX_BODY}
+http_app = BodyLimit(http_app, settings.MAX_REQUEST_BODY, upload_limits)
 
 application = ProtocolTypeRouter(
     {

@@ -8,6 +8,9 @@ This does not save daphne's memory: daphne (Twisted) receives the whole body, sp
 temporary file, and queues it to the application before calling it. The guard for that is nginx in
 front (``client_max_body_size``, deploy/nginx.conf); this one keeps the application's own limit
 when daphne is reached directly (the embedded demo) and answers JSON the API's callers can read.
+
+``per_path`` raises the cap for exact paths only (the segment CSV upload: 20 MB and room for the
+multipart framing); every other path keeps ``limit``.
 """
 
 import json
@@ -39,25 +42,27 @@ async def _refuse(send: Send, limit: int) -> None:
 
 
 class BodyLimit:
-    """Wrap an ASGI application; ``limit`` in bytes."""
+    """Wrap an ASGI application; ``limit`` in bytes, ``per_path`` maps exact paths to their own cap."""
 
-    def __init__(self, app: Callable, limit: int):
+    def __init__(self, app: Callable, limit: int, per_path: dict[str, int] | None = None):
         self.app = app
         self.limit = limit
+        self.per_path = dict(per_path or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit = self.per_path.get(scope.get("path", ""), self.limit)
         declared = _declared_length(scope)
-        if declared is not None and declared > self.limit:
-            return await _refuse(send, self.limit)
+        if declared is not None and declared > limit:
+            return await _refuse(send, limit)
         received = 0
 
         async def counted() -> dict:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.limit:
+            if received > limit:
                 raise BodyTooLarge
             return message
 
@@ -72,4 +77,4 @@ class BodyLimit:
             await self.app(scope, counted, watched)
         except BodyTooLarge:
             if not started:
-                await _refuse(send, self.limit)
+                await _refuse(send, limit)

@@ -245,6 +245,12 @@ else:
 # body (a notification's params are capped at 16 KiB); a batch endpoint will need a few MiB.
 MAX_REQUEST_BODY = env_int("NOTIFY_MAX_REQUEST_BODY", 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY
+# The one exception: /campaigns/segments/upload takes a CSV of up to 20 MB (campaigns/csv_upload.py)
+# plus 64 KiB of multipart framing and form fields (backend/asgi.py; nginx: client_max_body_size 21m).
+# A body or file over FILE_UPLOAD_MAX_MEMORY_SIZE is spooled to disk, by the ASGI handler and then by
+# the upload handler, so a 20 MB file is never held in memory, let alone twice.
+SEGMENT_UPLOAD_MAX_BODY = 20 * 1024 * 1024 + 64 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BODY
 DATA_UPLOAD_MAX_NUMBER_FIELDS = env_int("NOTIFY_MAX_FORM_FIELDS", 1000, minimum=10)
 
 # Email: Django's SMTP backend. The demo points it at the local sink

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from frontend import preferences, unsubscribe, views
+from frontend.campaigns import views as segments
 from frontend.editor import views as editor
 
 app_name = "frontend"
@@ -23,4 +24,13 @@ urlpatterns = [
     path("templates/preview/", editor.template_preview, name="template-preview"),
     path("templates/save/", editor.template_save, name="template-save"),
     path("templates/<int:pk>/approve/", editor.template_approve, name="template-approve"),
+    # Staff: segments (frontend/campaigns/). The upload path has its own body limit (backend/asgi.py, nginx).
+    path("campaigns/segments/", segments.segment_list, name="segments"),
+    path("campaigns/segments/new", segments.filter_new, name="segment-filter-new"),
+    path("campaigns/segments/preview", segments.filter_preview, name="segment-filter-preview"),
+    path("campaigns/segments/save", segments.filter_save, name="segment-filter-save"),
+    path("campaigns/segments/upload/new", segments.upload_new, name="segment-upload-form"),
+    path("campaigns/segments/upload", segments.upload, name="segment-upload"),
+    path("campaigns/segments/upload/<str:token>/unknown.csv", segments.upload_unknown, name="segment-upload-unknown"),
+    path("campaigns/segments/upload/save", segments.upload_save, name="segment-upload-save"),
 ]

@@ -1,0 +1,1 @@
+"""Staff pages for campaigns: the segment pages (``/campaigns/segments/``)."""
