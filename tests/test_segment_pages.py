@@ -233,8 +233,15 @@ def test_save_creates_exactly_the_known_members_without_the_file_again(as_market
     members = SegmentMember.objects.filter(segment=segment).values_list("recipient__user_id", flat=True)
     assert sorted(members) == ["u-ar-1", "u-en-1"]
     assert list((data_dir / "segment-uploads").iterdir()) == []
-    again = as_marketer.post(UPLOAD_SAVE, {"token": token, "name": "VIP list"})
+    again = as_marketer.post(UPLOAD_SAVE, {"token": token, "name": "VIP list"})  # a double click
     assert again["Location"] == UPLOAD_FORM and Segment.objects.count() == 1
+
+
+def test_a_claimed_upload_cannot_be_saved_twice(marketer):
+    token = uploads.keep(marketer.pk, ["u-ar-1"], [])
+    first = uploads.claim(marketer.pk, token)
+    assert first is not None and list(uploads.read(first)) == ["u-ar-1"]
+    assert uploads.claim(marketer.pk, token) is None
 
 
 def test_an_upload_saves_in_batches(as_marketer, monkeypatch):
@@ -253,6 +260,13 @@ def test_nobody_else_can_save_or_download_an_upload(as_marketer, client, markete
     assert as_marketer.get(f"/campaigns/segments/upload/{token}/unknown.csv").status_code == 404
     assert as_marketer.post(UPLOAD_SAVE, {"token": "../../etc/passwd", "name": "x"})["Location"] == UPLOAD_FORM
     assert not Segment.objects.exists()
+
+
+def test_a_malformed_multipart_body_is_a_400(as_marketer):
+    body = b"--b\r\nContent-Disposition: form-data; name=file; filename=x.csv\r\n\r\nu-ar-1"
+    response = as_marketer.post(UPLOAD, body, content_type="multipart/form-data; boundary=b")
+    assert response.status_code == 400
+    assert figure(response, "seg-upload-error") == "Choose a CSV file of user ids."
 
 
 def test_a_latin1_upload_is_refused_with_the_message(as_marketer):

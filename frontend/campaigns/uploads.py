@@ -6,8 +6,9 @@ file order), so the CSV is not uploaded twice and nothing of an unsaved upload
 is in the database: it shows in no list and no count. ``.unknown`` holds the
 ids without a recipient, for the CSV download. A token is 32 URL-safe
 characters and belongs to the staff user who uploaded; a file of another user,
-or one older than ``MAX_AGE``, is not found. Old files are removed at each new
-upload; a save removes its own.
+or one older than ``MAX_AGE``, is not found. A save first claims the known ids
+by renaming their file, so a double click or two tabs make one segment, not two.
+Old files are removed at each new upload; a save removes its own.
 """
 
 import re
@@ -39,29 +40,38 @@ def keep(user_id: int, known: Iterable[str], unknown: Iterable[str]) -> str:
     return token
 
 
-def exists(user_id: int, token: str) -> bool:
-    """Whether ``token`` names a pending upload of ``user_id``."""
-    return _existing(user_id, token, "known") is not None
-
-
-def ids(user_id: int, token: str, suffix: str) -> Iterator[str] | None:
-    """The ``known`` or ``unknown`` ids of a pending upload, read lazily; None when there is no such upload."""
-    path = _existing(user_id, token, suffix)
+def unknown_ids(user_id: int, token: str) -> Iterator[str] | None:
+    """The unknown ids of a pending upload, read lazily; None when there is no such upload."""
+    path = _existing(user_id, token, "unknown")
     if path is None:
         return None
-    return _read(path)
+    return read(path)
 
 
-def forget(user_id: int, token: str) -> None:
-    """Remove a pending upload's files (after its save)."""
-    for suffix in ("known", "unknown"):
-        _path(user_id, token, suffix).unlink(missing_ok=True)
+def claim(user_id: int, token: str) -> Path | None:
+    """Take a pending upload's known ids for saving (an atomic rename); None when gone or claimed already."""
+    path = _existing(user_id, token, "known")
+    if path is None:
+        return None
+    claimed = path.with_suffix(f".saving-{secrets.token_hex(8)}")
+    try:
+        path.rename(claimed)
+    except FileNotFoundError:
+        return None  # another request claimed it first
+    return claimed
 
 
-def _read(path: Path) -> Iterator[str]:
+def read(path: Path) -> Iterator[str]:
+    """The ids in a file written by ``keep`` (one a line), lazily."""
     with open(path, encoding="utf-8", newline="\n") as lines:
         for line in lines:
             yield line.removesuffix("\n")
+
+
+def forget(user_id: int, token: str, claimed: Path) -> None:
+    """Remove a saved upload's files."""
+    claimed.unlink(missing_ok=True)
+    _path(user_id, token, "unknown").unlink(missing_ok=True)
 
 
 def _existing(user_id: int, token: str, suffix: str) -> Path | None:

@@ -205,7 +205,7 @@ def upload(request: HttpRequest) -> HttpResponse:
 @staff_only(ADD)
 def upload_unknown(request: HttpRequest, token: str) -> StreamingHttpResponse:
     """The unknown ids of a pending upload as a CSV (a ``user_id`` header, one id a line)."""
-    ids = uploads.ids(request.user.pk, token, "unknown")
+    ids = uploads.unknown_ids(request.user.pk, token)
     if ids is None:
         raise Http404("No such upload: upload the file again.")
     writer = csv.writer(_Echo(), lineterminator="\r\n")
@@ -227,18 +227,18 @@ class _Echo:
 def upload_save(request: HttpRequest) -> HttpResponse:
     """Create the list segment of a pending upload's known ids (set-based, in batches), then show the list."""
     token = request.POST.get("token", "")
-    known = uploads.ids(request.user.pk, token, "known")
-    if known is None:
-        messages.error(request, "That upload is no longer here (saved already, or over a day old): upload it again.")
-        return redirect("frontend:segment-upload-form")
     name = request.POST.get("name", "").strip()
     if problem := _name_problem(name):
-        messages.error(request, problem)
+        messages.error(request, f"{problem} Upload the file again.")
+        return redirect("frontend:segment-upload-form")
+    claimed = uploads.claim(request.user.pk, token)
+    if claimed is None:
+        messages.error(request, "That upload is no longer here (saved already, or over a day old): upload it again.")
         return redirect("frontend:segment-upload-form")
     with transaction.atomic():
         segment = Segment.objects.create(name=name, kind=Segment.Kind.LIST, created_by=request.user)
-        size = sum(_insert_members(segment, batch) for batch in _batches(known))
-    uploads.forget(request.user.pk, token)
+        size = sum(_insert_members(segment, batch) for batch in _batches(uploads.read(claimed)))
+    uploads.forget(request.user.pk, token, claimed)
     messages.success(request, f"Saved the list segment {segment.name!r} with {size:,} users.")
     return redirect("frontend:segments")
 
