@@ -9,6 +9,7 @@ from frontend.editor.views import staff_only
 
 VIEW_NOTIFICATIONS = "notifications.view_notification"
 VIEW_TEMPLATES = "notifications.view_templateversion"
+VIEW_SEGMENTS = "campaigns.view_segment"
 # Every staff role holds one of these: support reads notifications, editors, approvers and marketers templates.
 ANY_ROLE = (VIEW_NOTIFICATIONS, VIEW_TEMPLATES)
 
@@ -19,10 +20,10 @@ def home(request: HttpRequest) -> HttpResponse:
     """The staff landing page: where the API, the editor and the admin are.
 
     Traffic (counts by state, the latest notifications with their masked previews) only for staff
-    who may read notifications, the editor's link only for those who may open it (support may not);
+    who may read notifications, the editor's and the segments' links only for those who may open them (support may not);
     anonymous visitors go to the login page, staff without a role get 403.
     """
-    context = {"templates": request.user.has_perm(VIEW_TEMPLATES)}
+    context = {"templates": request.user.has_perm(VIEW_TEMPLATES), "segments": request.user.has_perm(VIEW_SEGMENTS)}
     if request.user.has_perm(VIEW_NOTIFICATIONS):
         by_state = dict(Notification.objects.order_by().values_list("state").annotate(n=Count("id")))
         recent = Notification.objects.select_related("recipient", "kind")[:10]

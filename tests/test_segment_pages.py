@@ -87,6 +87,13 @@ def test_an_approver_sees_the_list_but_may_not_build_or_upload(client, approver)
     assert not Segment.objects.exists()
 
 
+def test_the_home_page_links_the_segments_for_those_who_may_see_them(client, marketer, editor):
+    client.force_login(marketer)
+    assert 'href="/campaigns/segments/">Segments</a>' in client.get("/").content.decode()
+    client.force_login(editor)
+    assert "/campaigns/segments/" not in client.get("/").content.decode()
+
+
 @pytest.mark.parametrize("url", PAGES)
 def test_a_marketer_uses_every_page(as_marketer, url):
     assert as_marketer.get(url).status_code == 200
