@@ -181,6 +181,13 @@ def test_an_attribute_range_row_needs_numbers(as_marketer):
     assert figure(response, "seg-row-error-0") == "&#x27;ten&#x27; is not a number."
 
 
+@pytest.mark.parametrize("field", ["attribute", "language", "time_zone"])
+def test_a_nul_in_a_value_is_an_error_on_its_row_not_a_500(as_marketer, field):
+    response = as_marketer.post(PREVIEW, rows((field, "plan", "eq", "gold\x00")), **HTMX)
+    assert response.status_code == 200
+    assert figure(response, "seg-row-error-0") == "Remove the control character (a tab, a NUL…) from this row."
+
+
 def test_saving_a_filter_stores_its_normalised_document(as_marketer, marketer):
     upsert_recipient("u-gold", {"language": "en", "attributes": {"plan": "gold", "orders": 4}})
     body = rows(

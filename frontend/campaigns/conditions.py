@@ -99,6 +99,9 @@ def _place(built: Built, exc: DefinitionError) -> None:
 
 def _condition(row: Row) -> dict:
     """A row as a document condition; raises ``ValueError`` for what only the form can get wrong."""
+    if not (row.key.isprintable() and row.value.isprintable()):
+        # A NUL inside a JSON value is refused by PostgreSQL's jsonb: a 500, were it sent to the query.
+        raise ValueError("Remove the control character (a tab, a NUL…) from this row.")
     if row.field == "has_address":
         return {"field": "has_address", "value": row.value}
     if row.field == "attribute":
