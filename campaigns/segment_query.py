@@ -34,7 +34,7 @@ from typing import Any
 import phonenumbers
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from backend.notifications import locales
+from backend.notifications import locales, rendering
 from backend.notifications.api.serializers import ATTRIBUTE_KEY, ATTRIBUTE_KEY_RULE, MAX_ATTRIBUTE_NUMBER
 from backend.notifications.models import Device, Recipient
 
@@ -202,8 +202,13 @@ def _values(value: object, op: str, path: str, types: tuple[type, ...]) -> tuple
         raise DefinitionError(path, f'"in" takes a list of 1 to {MAX_VALUES} values.')
     kinds = "a string" if types == (str,) else "a string or a number"
     for index, item in enumerate(values):
+        where = f"{path}[{index}]" if op == "in" else path
         if isinstance(item, bool) or not isinstance(item, types) or not _in_range(item):
-            raise DefinitionError(f"{path}[{index}]" if op == "in" else path, f"Must be {kinds}.")
+            raise DefinitionError(where, f"Must be {kinds}.")
+        # PostgreSQL's jsonb cannot compare with a NUL or an unpaired surrogate: the query would be a 500.
+        problem = isinstance(item, str) and rendering.text_problem(item)
+        if problem:
+            raise DefinitionError(where, problem)
     return tuple(values)
 
 
