@@ -1,5 +1,6 @@
 """The fan-out (campaigns/fanout.py): one notification per recipient, policy applied set-based, resumable, fed, done."""
 
+import os
 from datetime import timedelta
 from unittest import mock
 
@@ -12,6 +13,7 @@ from backend.notifications.models import Kind, Notification, Preference, Recipie
 from backend.notifications.queues import HUEYS
 from campaigns import actions, fanout
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
+from tests import processes as spawn
 from tests.campaigns_setup import list_segment, submitted
 
 AUDIENCE = 50
@@ -187,3 +189,39 @@ def test_the_scheduler_starts_due_campaigns_only(audience, marketer, approver):
     assert Notification.objects.filter(campaign=now_campaign).count() == AUDIENCE
     assert HUEYS["standard"].pending_count() == AUDIENCE - 3
     assert fanout.start_due(later + timedelta(seconds=1)) == [later_campaign.pk]
+
+
+# The fan-out in a process of its own, each batch held open 0.3 s before its commit, so a kill lands mid-way.
+SLOW_FAN_OUT = """
+import time
+from campaigns import fanout
+real_insert = fanout._insert_batch
+def slow_insert(*args):
+    made = real_insert(*args)
+    time.sleep(0.3)
+    return made
+fanout._insert_batch = slow_insert
+fanout.fan_out({campaign_id}, batch=10)
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fan_out_killed_mid_way_resumes_with_every_recipient_once(running, audience, settings):
+    env = {**os.environ, "DATABASE_URL": spawn.test_database_url(), "REDIS_URL": settings.REDIS_URL}
+    processes = spawn.Processes(env)
+    try:
+        child = processes.start("shell", "-c", SLOW_FAN_OUT.format(campaign_id=running.pk))
+        spawn.wait_until(
+            lambda: Notification.objects.filter(campaign=running).count() >= 20, 30, "two batches committed"
+        )
+        processes.kill(child)
+    finally:
+        processes.stop_all()
+    before = Notification.objects.filter(campaign=running).count()
+    assert 20 <= before < AUDIENCE
+
+    resumed = fanout.fan_out(running.pk, batch=10)
+
+    assert resumed.complete and resumed.created == AUDIENCE - before
+    assert sorted(n.recipient.user_id for n in made(running)) == audience
+    assert StateChange.objects.filter(notification__campaign=running).count() == AUDIENCE
