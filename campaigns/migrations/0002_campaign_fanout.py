@@ -1,4 +1,6 @@
-"""The fan-out's mark on a campaign (every recipient has a notification) and the start / done audit actions."""
+"""The fan-out's progress on a campaign (the last recipient made, when every one had a notification)
+and the start / done audit actions.
+"""
 
 from django.db import migrations, models
 
@@ -9,6 +11,13 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name="campaign",
+            name="fanout_last_recipient",
+            field=models.PositiveBigIntegerField(
+                default=0, help_text="Recipients up to this id have their notification: the fan-out resumes after it."
+            ),
+        ),
         migrations.AddField(
             model_name="campaign",
             name="fanned_out_at",

@@ -69,6 +69,9 @@ class Campaign(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
+    fanout_last_recipient = models.PositiveBigIntegerField(
+        default=0, help_text="Recipients up to this id have their notification: the fan-out resumes after it."
+    )
     fanned_out_at = models.DateTimeField(
         null=True, blank=True, help_text="When the fan-out had made a notification for every recipient (fanout.py)."
     )
