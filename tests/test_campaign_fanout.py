@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from backend.notifications import masking
+from backend.notifications.delivery.sweeper import sweep
 from backend.notifications.models import Kind, Notification, Preference, Recipient, State, StateChange
 from backend.notifications.queues import HUEYS
 from campaigns import actions, fanout
@@ -225,3 +226,16 @@ def test_a_fan_out_killed_mid_way_resumes_with_every_recipient_once(running, aud
     assert resumed.complete and resumed.created == AUDIENCE - before
     assert sorted(n.recipient.user_id for n in made(running)) == audience
     assert StateChange.objects.filter(notification__campaign=running).count() == AUDIENCE
+
+
+def test_the_sweeper_leaves_rows_not_yet_fed_alone(running, settings):
+    """A million rows waiting in PostgreSQL are not "tasks lost by Redis": only fed rows are the sweeper's."""
+    fanout.fan_out(running.pk)
+    fanout.feed(limit=10)
+    long_ago = timezone.now() - timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"] + 1)
+    Notification.objects.filter(campaign=running, queued_at__isnull=False).update(queued_at=long_ago)
+
+    report = sweep(tiers=["standard"])
+
+    assert report.stale_queued == 0  # each fed row still has its task in the queue
+    assert HUEYS["standard"].pending_count() == 10
