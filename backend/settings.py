@@ -276,6 +276,9 @@ NOTIFY = {
     # before claiming it is found within seconds, not minutes.
     "HIGH_VISIBILITY_TIMEOUT": env_float("NOTIFY_HIGH_VISIBILITY_TIMEOUT", 5.0, minimum=0.1),
     "HIGH_SWEEP_INTERVAL": env_float("NOTIFY_HIGH_SWEEP_INTERVAL", 1.0, minimum=0.1),
+    # Campaign tasks the scheduler keeps waiting in the standard queue at most (campaigns/fanout.py):
+    # the rest stay queued in PostgreSQL, so Redis holds about this many, whatever the campaign's size.
+    "CAMPAIGN_FEED": env_int("NOTIFY_CAMPAIGN_FEED", 10000, minimum=1),
     # Seconds a claim (state sending) lasts unless its worker renews it; a live
     # worker renews every third of it, so only a dead worker's claims expire.
     "LEASE": {

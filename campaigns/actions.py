@@ -475,3 +475,46 @@ def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
         current.save()
         _audit(current, user, CampaignAudit.Action.CANCEL, from_state=previous)
     return current
+
+
+# --- the scheduler's actions (campaigns/fanout.py) -----------------------------------------------
+
+SCHEDULER = "scheduler"
+
+
+def _scheduler_audit(campaign: Campaign, action: str, **detail: Any) -> None:
+    CampaignAudit.objects.create(
+        campaign=campaign, actor=None, actor_name=SCHEDULER, action=action, content_hash=campaign.content_hash,
+        detail=detail,
+    )  # fmt: skip
+
+
+def start(campaign: Campaign) -> bool:
+    """Move an approved campaign to running (the scheduler, when its time came); False if it was not approved.
+
+    A conditional UPDATE, so two schedulers start it once; audited as the scheduler, with the
+    approved content hash. The fan-out (``campaigns/fanout.py``) then makes its notifications.
+    """
+    with transaction.atomic():
+        moved = Campaign.objects.filter(pk=campaign.pk, state=Campaign.State.APPROVED).update(
+            state=Campaign.State.RUNNING, updated_at=timezone.now()
+        )
+        if moved:
+            campaign.state = Campaign.State.RUNNING
+            _scheduler_audit(campaign, CampaignAudit.Action.START)
+    return bool(moved)
+
+
+def finish(campaign: Campaign, counts: dict[str, int]) -> bool:
+    """Move a running campaign to done once nothing of it is left to send; False if it was not running.
+
+    ``counts`` (notifications per state at that moment) is kept in the audit row.
+    """
+    with transaction.atomic():
+        moved = Campaign.objects.filter(pk=campaign.pk, state=Campaign.State.RUNNING).update(
+            state=Campaign.State.DONE, updated_at=timezone.now()
+        )
+        if moved:
+            campaign.state = Campaign.State.DONE
+            _scheduler_audit(campaign, CampaignAudit.Action.DONE, counts=counts)
+    return bool(moved)

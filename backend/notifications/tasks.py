@@ -23,8 +23,11 @@ def deliver(notification_id: str) -> None:
 DELIVER = {tier: huey.task(name="deliver")(deliver) for tier, huey in HUEYS.items()}
 
 
-def enqueue_delivery(notification_id: str, tier: str, delay: float | None = None) -> None:
+def enqueue_delivery(notification_id: str, tier: str, delay: float | None = None, priority: int | None = None) -> None:
     """Put a delivery on ``tier``'s queue, after ``delay`` seconds when given.
+
+    ``priority`` orders tasks within the queue (Huey: higher first, default 0); campaigns
+    pass a negative one so transactional traffic of the same tier goes first.
 
     Call it from ``transaction.on_commit``: a task must never run before the
     row it names is visible to the worker. Raises ``RedisUnavailable`` when
@@ -33,6 +36,6 @@ def enqueue_delivery(notification_id: str, tier: str, delay: float | None = None
     task = DELIVER[tier]
     with guard("enqueue"):
         if delay:
-            task.schedule(args=(str(notification_id),), delay=delay)
+            task.schedule(args=(str(notification_id),), delay=delay, priority=priority)
         else:
-            task(str(notification_id))
+            task(str(notification_id), priority=priority)

@@ -16,11 +16,13 @@ class Campaign(models.Model):
 
     The lifecycle (``campaigns/actions.py`` is the only writer): ``draft`` → ``submitted``
     (``content_hash`` frozen) → ``approved`` or ``rejected``; an edit of a submitted,
-    approved or rejected campaign returns it to ``draft``. ``scheduled``, ``running`` and
-    ``done`` belong to the fan-out (not built yet); ``cancelled`` may end any state
-    before ``done``. ``template_versions`` maps a language to the approved
-    ``TemplateVersion`` id sent to recipients of that language: named by the author or
-    resolved at submit (the newest approved version per language of kind × channel).
+    approved or rejected campaign returns it to ``draft``. The scheduler starts an
+    approved campaign whose time came (``running``), the fan-out makes its notifications
+    (``fanned_out_at`` once every recipient has one) and it is ``done`` when none is left
+    to send (``campaigns/fanout.py``); ``cancelled`` may end any state before ``done``.
+    ``template_versions`` maps a language to the approved ``TemplateVersion`` id sent to
+    recipients of that language: named by the author or resolved at submit (the newest
+    approved version per language of kind × channel).
     """
 
     class State(models.TextChoices):
@@ -67,6 +69,12 @@ class Campaign(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
+    fanout_last_recipient = models.PositiveBigIntegerField(
+        default=0, help_text="Recipients up to this id have their notification: the fan-out resumes after it."
+    )
+    fanned_out_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the fan-out had made a notification for every recipient (fanout.py)."
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -125,6 +133,8 @@ class CampaignAudit(models.Model):
         REJECT = "reject", "Rejected"
         VOID = "void", "Approval voided"
         CANCEL = "cancel", "Cancelled"
+        START = "start", "Started"
+        DONE = "done", "Done"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="audit")
     actor = models.ForeignKey(

@@ -61,8 +61,9 @@ def _tiers_missing_tasks(tiers: Iterable[str]) -> list[str]:
     with the high tier's timeout of seconds they would otherwise be copied
     every few seconds while they wait.
     """
+    # A campaign's rows not yet handed over (queued_at NULL, campaigns/fanout.py) have no task by design.
     queued = dict(
-        Notification.objects.filter(state=State.QUEUED, priority__in=tiers)
+        Notification.objects.filter(state=State.QUEUED, priority__in=tiers, queued_at__isnull=False)
         .order_by()
         .values_list("priority")
         .annotate(n=Count("pk"))

@@ -84,6 +84,10 @@ class Notification(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
     expired_at = models.DateTimeField(null=True, blank=True)
+    campaign = models.ForeignKey(
+        "campaigns.Campaign", null=True, blank=True, on_delete=models.PROTECT, related_name="notifications",
+        db_index=False, help_text="The campaign whose fan-out made it (campaigns/fanout.py); indexed with state below.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-created_at"]
@@ -101,6 +105,8 @@ class Notification(models.Model):
             models.Index(
                 fields=["priority", "queued_at"], condition=Q(state="queued"), name="notification_tier_queue_idx"
             ),
+            # A campaign's progress per state, and the feeder's pick of its queued rows not yet handed over.
+            models.Index(fields=["campaign", "state"], name="notification_campaign_idx"),
         ]
 
     def __str__(self) -> str:

@@ -1,6 +1,7 @@
 import logging
 import signal
 import sys
+import threading
 import time
 
 from django.conf import settings
@@ -10,6 +11,7 @@ from django.db import close_old_connections
 from backend.notifications.delivery.shared_state import OUTAGE_ERRORS, RedisUnavailable
 from backend.notifications.delivery.sweeper import sweep
 from backend.notifications.queues import TIERS
+from campaigns import fanout
 
 logger = logging.getLogger(__name__)
 
@@ -18,7 +20,8 @@ class Command(BaseCommand):
     help = (
         "Run the scheduler: sweep the high tier every NOTIFY_HIGH_SWEEP_INTERVAL seconds and the standard tier "
         "every NOTIFY_SWEEP_INTERVAL seconds, releasing due scheduled notifications, claims whose lease expired "
-        "(a dead worker) and re-enqueueing those whose task was lost (emptied Redis)."
+        "(a dead worker) and re-enqueueing those whose task was lost (emptied Redis); start, fan out and feed "
+        "campaigns whose time came (campaigns/fanout.py)."
     )
 
     def add_arguments(self, parser):
@@ -40,6 +43,11 @@ class Command(BaseCommand):
         due = dict.fromkeys(TIERS, 0.0)
         # Stop between sweeps on SIGTERM (honcho, systemd, docker stop) with status 0.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        # Campaigns (start, fan-out, feed, done) in a thread of their own: a long fan-out never delays a sweep.
+        if once:
+            fanout.tick()
+        else:
+            threading.Thread(target=fanout.run_forever, name="campaigns", daemon=True).start()
         while True:
             started = time.monotonic()
             tiers = [tier for tier in TIERS if due[tier] <= started]
