@@ -52,6 +52,13 @@ def fast_password_hashing(settings):
 
 
 @pytest.fixture(autouse=True)
+def patient_previews(settings):
+    """Chromium, the live server and PostgreSQL share two cores here: a preview that waits out a
+    scheduling hiccup must not be cut at the product's 1.5 s (tests/test_render_bounds.py tests that cut)."""
+    settings.NOTIFY = {**settings.NOTIFY, "PREVIEW_TIMEOUT": 10.0}
+
+
+@pytest.fixture(autouse=True)
 def empty_redis():
     """Each browser test starts with empty queues and counters (rate limits, OTP limits pile up otherwise)."""
     from backend.notifications.queues import HUEYS
