@@ -6,12 +6,13 @@ in the staff pages, so there is no approve endpoint here (DESIGN.md §5).
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from backend.notifications.api.errors import validation_response
+from backend.notifications.api.parsers import json_object
 from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, idempotency_key
 from campaigns import actions
 from campaigns.models import Campaign
@@ -60,9 +61,7 @@ class CampaignCreateView(APIView):
     def post(self, request: Request) -> Response:
         """Create a draft campaign (201), or return the original draft for a repeated key (200)."""
         key = idempotency_key(request)
-        if not isinstance(request.data, dict):
-            raise ParseError("The body must be a JSON object.")
-        serializer = CampaignCreateSerializer(data=request.data)
+        serializer = CampaignCreateSerializer(data=json_object(request))
         serializer.is_valid(raise_exception=True)
         try:
             created = actions.create_draft(

@@ -105,3 +105,10 @@ class StrictJSONParser(JSONParser):
             field = where.split(".", 1)[0] or "body"
             raise ValidationError({field: [f"{where}: {message}" if where else message]})
         return value
+
+
+def json_object(request) -> dict:
+    """The request's parsed body when it is a JSON object; ``ParseError`` (400) for a list, string or number."""
+    if not isinstance(request.data, dict):
+        raise ParseError("The body must be a JSON object.")
+    return request.data

@@ -6,7 +6,6 @@ The same calculation the template editor shows (``sms_encoding.analyze`` and
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import ParseError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,6 +13,7 @@ from rest_framework.views import APIView
 from backend.notifications import pricing
 from backend.notifications.api.closed_sets import ClosedSetField
 from backend.notifications.api.errors import validation_response
+from backend.notifications.api.parsers import json_object
 from backend.notifications.api.serializers import StrictSerializer
 from backend.notifications.sms_encoding import GSM7, UCS2, SmsAnalysis, analyze
 
@@ -151,9 +151,7 @@ class SmsSegmentsView(APIView):
     )
     def post(self, request: Request) -> Response:
         """Encoding (3GPP TS 23.038), length, segments, parts, the characters forcing UCS-2, and the price."""
-        if not isinstance(request.data, dict):
-            raise ParseError("The body must be a JSON object.")
-        serializer = SmsTextSerializer(data=request.data)
+        serializer = SmsTextSerializer(data=json_object(request))
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         analysis = analyze(data["text"])

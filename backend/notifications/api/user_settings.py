@@ -2,13 +2,14 @@
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from backend.notifications import actions
 from backend.notifications.api.errors import validation_response
+from backend.notifications.api.parsers import json_object
 from backend.notifications.api.serializers import (
     LanguageField,
     StrictCharField,
@@ -29,12 +30,6 @@ def _recipient(user_id: str) -> Recipient:
     if recipient is None:
         raise NotFound(f"No user with id {user_id!r}.")
     return recipient
-
-
-def _json_object(request: Request) -> dict:
-    if not isinstance(request.data, dict):
-        raise ParseError("The body must be a JSON object.")
-    return request.data
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -111,7 +106,7 @@ class PreferencesView(APIView):
     def put(self, request: Request, user_id: str) -> Response:
         """Set preferences; fields left out stay as they are. Security kinds cannot be turned off (422)."""
         recipient = _recipient(user_id)
-        serializer = PreferencesSerializer(data=_json_object(request))
+        serializer = PreferencesSerializer(data=json_object(request))
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         kinds = {kind.name: kind for kind in Kind.objects.filter(name__in=data.get("channels", {}))}
@@ -189,7 +184,7 @@ class DevicesView(APIView):
     def put(self, request: Request, user_id: str) -> Response:
         """Register a push device (or refresh it: a token seen again is enabled again and moves to this user)."""
         recipient = _recipient(user_id)
-        serializer = DeviceSerializer(data=_json_object(request))
+        serializer = DeviceSerializer(data=json_object(request))
         serializer.is_valid(raise_exception=True)
         device, created = actions.register_device(recipient, **serializer.validated_data)
         return Response(device_json(device), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from backend.notifications import actions
 from backend.notifications.api.errors import validation_response
+from backend.notifications.api.parsers import json_object
 from backend.notifications.api.serializers import (
     AcceptedSerializer,
     NotificationSerializer,
@@ -119,9 +120,7 @@ class NotificationCreateView(APIView):
     def post(self, request: Request) -> Response:
         """Accept a notification for delivery (202), or return the original for a repeated key (200)."""
         key = idempotency_key(request)
-        if not isinstance(request.data, dict):
-            raise ParseError("The body must be a JSON object.")
-        serializer = SendRequestSerializer(data=request.data)
+        serializer = SendRequestSerializer(data=json_object(request))
         serializer.is_valid(raise_exception=True)
         send = actions.SendRequest(idempotency_key=key, **serializer.validated_data)
         try:
@@ -162,9 +161,7 @@ class RecipientView(APIView):
         problem = user_id_problem(user_id)
         if problem:
             return validation_response({"user_id": [problem]})
-        if not isinstance(request.data, dict):
-            raise ParseError("The body must be a JSON object.")
-        serializer = RecipientSerializer(data=request.data)
+        serializer = RecipientSerializer(data=json_object(request))
         serializer.is_valid(raise_exception=True)
         recipient, created = actions.upsert_recipient(user_id, serializer.validated_data)
         return Response(
