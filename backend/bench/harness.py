@@ -1,10 +1,12 @@
-"""What the benchmark scripts share: percentiles and the start-up of a Django-test-client benchmark."""
+"""What the benchmark scripts share: percentiles, the start-up of a Django-test-client benchmark, waiting for daphne."""
 
 import argparse
 import math
 import os
 import statistics
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 
@@ -34,3 +36,20 @@ def client_benchmark_main(run: Callable[[int], bool], description: str, default_
     django.setup()
     setup_test_environment()  # lets the test client's host "testserver" through ALLOWED_HOSTS
     sys.exit(0 if run(args.calls) else 1)
+
+
+def answers_healthz(process: subprocess.Popen, url: str, timeout: float = 60.0) -> bool:
+    """Whether the server ``process`` at ``url`` answered ``/healthz`` with 200 within ``timeout`` seconds.
+
+    False when it exited first or never answered; the caller kills it and says why.
+    """
+    import requests
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if requests.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return True
+        except requests.RequestException:  # not listening yet, or still importing Django
+            time.sleep(0.2)
+    return False

@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from backend.bench.harness import nearest_rank
+from backend.bench.harness import answers_healthz, nearest_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET_P95_MS = 100.0
@@ -119,7 +119,6 @@ def prepare(clients: int, sends: list[int]) -> tuple[list[str], dict[str, str], 
 
 def start_daphne(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     """One daphne process on a free loopback port; its base URL once /healthz answers."""
-    import requests
 
     from backend.stubs.smtp_sink import free_port
 
@@ -130,13 +129,8 @@ def start_daphne(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
         [*argv, "backend.asgi:application"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and daphne.poll() is None:
-        try:
-            if requests.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return daphne, url
-        except requests.RequestException:  # not listening yet, or still importing Django
-            time.sleep(0.2)
+    if answers_healthz(daphne, url):
+        return daphne, url
     daphne.kill()
     log.seek(0)
     raise SystemExit("daphne did not start:\n" + log.read().decode(errors="replace")[-3000:])

@@ -19,11 +19,10 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
-import requests
+from backend.bench.harness import answers_healthz
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 # daphne's access log: 127.0.0.1:51234 - - [30/Nov/2026:16:00:00] "POST /api/v1/notifications" 400 123
@@ -62,13 +61,8 @@ def start_daphne(access_log: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "NOTIFY_INBOX_TOKEN_TTL": INBOX_TOKEN_TTL}
     daphne = subprocess.Popen([*argv, "backend.asgi:application"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and daphne.poll() is None:
-        try:
-            if requests.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return daphne, url
-        except requests.RequestException:  # not listening yet, or still importing Django
-            time.sleep(0.2)
+    if answers_healthz(daphne, url):
+        return daphne, url
     daphne.kill()
     raise SystemExit("daphne did not start")
 
