@@ -11,6 +11,14 @@ class ScheduleMode(models.TextChoices):
     LOCAL_TIME = "local_time", "At a wall time in each recipient's time zone"
 
 
+class Origin(models.TextChoices):
+    """Why a campaign was made from another one (``Campaign.origin``)."""
+
+    NONE = "", "Composed"
+    REMAINDER = "remainder", "Resend to the remainder of a cancelled campaign"
+    CORRECTION = "correction", "Correction of a sent campaign"
+
+
 class Campaign(models.Model):
     """One mass send: a kind's approved template to a segment, on a schedule, approved by a second person.
 
@@ -75,6 +83,15 @@ class Campaign(models.Model):
     fanned_out_at = models.DateTimeField(
         null=True, blank=True, help_text="When the fan-out had made a notification for every recipient (fanout.py)."
     )
+    preflight = models.JSONField(
+        default=dict, blank=True, help_text="The pre-flight figures frozen at submit (preflight.py); empty in draft."
+    )
+    origin = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="derived",
+        help_text="The campaign this one resends the remainder of, or corrects.",
+    )  # fmt: skip
+    origin_purpose = models.CharField(max_length=10, choices=Origin.choices, default=Origin.NONE, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -133,15 +150,19 @@ class CampaignAudit(models.Model):
         REJECT = "reject", "Rejected"
         VOID = "void", "Approval voided"
         CANCEL = "cancel", "Cancelled"
+        SCHEDULE = "schedule", "Scheduled"
         START = "start", "Started"
+        END = "end", "End time reached"
         DONE = "done", "Done"
+        RESEND = "resend", "Remainder drafted"
+        CORRECT = "correct", "Correction drafted"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="audit")
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     actor_name = models.CharField(max_length=160, help_text="The username, or api:<client name>.")
-    action = models.CharField(max_length=8, choices=Action.choices)
+    action = models.CharField(max_length=12, choices=Action.choices)
     content_hash = models.CharField(max_length=64, blank=True)
     detail = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField(auto_now_add=True)

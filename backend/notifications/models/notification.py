@@ -16,7 +16,8 @@ class State(models.TextChoices):
 
     queued → sending → sent is the happy path; ``scheduled`` waits for
     ``send_at``; ``failed`` is a permanent provider error or the last attempt
-    used up; ``suppressed`` and ``expired`` are policy stops with a reason.
+    used up; ``suppressed`` and ``expired`` are policy stops with a reason;
+    ``cancelled`` is a campaign's row that a person stopped before it was handed over.
     """
 
     QUEUED = "queued", "Queued"
@@ -26,6 +27,7 @@ class State(models.TextChoices):
     FAILED = "failed", "Failed"
     SUPPRESSED = "suppressed", "Suppressed"
     EXPIRED = "expired", "Expired"
+    CANCELLED = "cancelled", "Cancelled"
 
 
 class Notification(models.Model):
