@@ -8,35 +8,71 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('campaigns', '0002_campaign_fanout'),
+        ("campaigns", "0002_campaign_fanout"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='campaign',
-            name='cancelled_at',
+            model_name="campaign",
+            name="cancelled_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='campaign',
-            name='origin',
-            field=models.ForeignKey(blank=True, help_text='The campaign this one resends the remainder of, or corrects.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='derived', to='campaigns.campaign'),
+            model_name="campaign",
+            name="origin",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The campaign this one resends the remainder of, or corrects.",
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="derived",
+                to="campaigns.campaign",
+            ),
         ),
         migrations.AddField(
-            model_name='campaign',
-            name='origin_purpose',
-            field=models.CharField(blank=True, choices=[('', 'Composed'), ('remainder', 'Resend to the remainder of a cancelled campaign'), ('correction', 'Correction of a sent campaign')], default='', max_length=10),
+            model_name="campaign",
+            name="origin_purpose",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("", "Composed"),
+                    ("remainder", "Resend to the remainder of a cancelled campaign"),
+                    ("correction", "Correction of a sent campaign"),
+                ],
+                default="",
+                max_length=10,
+            ),
         ),
         migrations.AddField(
-            model_name='campaign',
-            name='preflight',
-            field=models.JSONField(blank=True, default=dict, help_text='The pre-flight figures frozen at submit (preflight.py); empty in draft.'),
+            model_name="campaign",
+            name="preflight",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text="The pre-flight figures frozen at submit (preflight.py); empty in draft.",
+            ),
         ),
         migrations.AlterField(
-            model_name='campaignaudit',
-            name='action',
-            field=models.CharField(choices=[('create', 'Created'), ('edit', 'Edited'), ('submit', 'Submitted'), ('approve', 'Approved'), ('reject', 'Rejected'), ('void', 'Approval voided'), ('cancel', 'Cancelled'), ('schedule', 'Scheduled'), ('start', 'Started'), ('end', 'End time reached'), ('done', 'Done'), ('resend', 'Remainder drafted'), ('correct', 'Correction drafted')], max_length=12),
+            model_name="campaignaudit",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("create", "Created"),
+                    ("edit", "Edited"),
+                    ("submit", "Submitted"),
+                    ("approve", "Approved"),
+                    ("reject", "Rejected"),
+                    ("void", "Approval voided"),
+                    ("cancel", "Cancelled"),
+                    ("schedule", "Scheduled"),
+                    ("start", "Started"),
+                    ("end", "End time reached"),
+                    ("done", "Done"),
+                    ("resend", "Remainder drafted"),
+                    ("correct", "Correction drafted"),
+                ],
+                max_length=12,
+            ),
         ),
     ]

@@ -6,25 +6,62 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('notifications', '0009_notification_campaign'),
+        ("notifications", "0009_notification_campaign"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='notification',
-            name='state',
-            field=models.CharField(choices=[('queued', 'Queued'), ('scheduled', 'Scheduled'), ('sending', 'Sending'), ('sent', 'Sent'), ('failed', 'Failed'), ('suppressed', 'Suppressed'), ('expired', 'Expired'), ('cancelled', 'Cancelled')], default='queued', max_length=12),
+            model_name="notification",
+            name="state",
+            field=models.CharField(
+                choices=[
+                    ("queued", "Queued"),
+                    ("scheduled", "Scheduled"),
+                    ("sending", "Sending"),
+                    ("sent", "Sent"),
+                    ("failed", "Failed"),
+                    ("suppressed", "Suppressed"),
+                    ("expired", "Expired"),
+                    ("cancelled", "Cancelled"),
+                ],
+                default="queued",
+                max_length=12,
+            ),
         ),
         migrations.AlterField(
-            model_name='statechange',
-            name='from_state',
-            field=models.CharField(blank=True, choices=[('queued', 'Queued'), ('scheduled', 'Scheduled'), ('sending', 'Sending'), ('sent', 'Sent'), ('failed', 'Failed'), ('suppressed', 'Suppressed'), ('expired', 'Expired'), ('cancelled', 'Cancelled')], max_length=12),
+            model_name="statechange",
+            name="from_state",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("queued", "Queued"),
+                    ("scheduled", "Scheduled"),
+                    ("sending", "Sending"),
+                    ("sent", "Sent"),
+                    ("failed", "Failed"),
+                    ("suppressed", "Suppressed"),
+                    ("expired", "Expired"),
+                    ("cancelled", "Cancelled"),
+                ],
+                max_length=12,
+            ),
         ),
         migrations.AlterField(
-            model_name='statechange',
-            name='to_state',
-            field=models.CharField(choices=[('queued', 'Queued'), ('scheduled', 'Scheduled'), ('sending', 'Sending'), ('sent', 'Sent'), ('failed', 'Failed'), ('suppressed', 'Suppressed'), ('expired', 'Expired'), ('cancelled', 'Cancelled')], max_length=12),
+            model_name="statechange",
+            name="to_state",
+            field=models.CharField(
+                choices=[
+                    ("queued", "Queued"),
+                    ("scheduled", "Scheduled"),
+                    ("sending", "Sending"),
+                    ("sent", "Sent"),
+                    ("failed", "Failed"),
+                    ("suppressed", "Suppressed"),
+                    ("expired", "Expired"),
+                    ("cancelled", "Cancelled"),
+                ],
+                max_length=12,
+            ),
         ),
     ]
