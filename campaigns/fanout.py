@@ -83,7 +83,7 @@ class FanOut:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     """Everything a batch's SQL needs, worked out once per fan-out (templates rendered once per language)."""
 
     campaign: Campaign
@@ -124,7 +124,7 @@ def fan_out(campaign_id: int, batch: int = BATCH, max_batches: int | None = None
     campaign = Campaign.objects.select_related("kind", "segment").get(pk=campaign_id)
     if campaign.state != Campaign.State.RUNNING or campaign.fanned_out_at:
         return FanOut(0, 0, complete=campaign.fanned_out_at is not None)
-    plan = _plan(campaign)
+    plan = make_plan(campaign)
     after, batches, created = campaign.fanout_last_recipient, 0, 0
     while max_batches is None or batches < max_batches:
         with transaction.atomic():
@@ -140,7 +140,11 @@ def fan_out(campaign_id: int, batch: int = BATCH, max_batches: int | None = None
     return FanOut(batches, created, complete=False)
 
 
-def _plan(campaign: Campaign) -> _Plan:
+def make_plan(campaign: Campaign) -> Plan:
+    """What every batch of ``campaign`` needs, worked out once: its audience query and a masked preview per language.
+
+    Raises ``audience.AudienceUnavailable`` and ``rendering.RenderError`` (see ``fan_out``).
+    """
     kind, params = campaign.kind, campaign.params
     versions = TemplateVersion.objects.in_bulk([int(pk) for pk in campaign.template_versions.values()])
     templates = {
@@ -148,7 +152,7 @@ def _plan(campaign: Campaign) -> _Plan:
         for language, pk in campaign.template_versions.items()
     }
     audience_sql, audience_params = recipients(campaign.segment).order_by().values("pk").query.sql_with_params()
-    return _Plan(
+    return Plan(
         campaign=campaign,
         audience_sql=audience_sql,
         audience_params=tuple(audience_params),
@@ -164,7 +168,7 @@ def _lock_if_running(campaign_id: int) -> bool:
     return Campaign.objects.select_for_update(no_key=True).filter(pk=campaign_id, state=Campaign.State.RUNNING).exists()
 
 
-def _batch_upper_bound(plan: _Plan, after: int, batch: int) -> int | None:
+def _batch_upper_bound(plan: Plan, after: int, batch: int) -> int | None:
     """The highest recipient id of the next ``batch`` audience members after ``after``; None when none is left."""
     recipient = Recipient._meta.db_table
     with connection.cursor() as cursor:
@@ -177,7 +181,7 @@ def _batch_upper_bound(plan: _Plan, after: int, batch: int) -> int | None:
         return cursor.fetchone()[0]
 
 
-def _insert_batch(plan: _Plan, after: int, upper: int) -> int:
+def _insert_batch(plan: Plan, after: int, upper: int) -> int:
     """Insert the notifications of audience members ``after`` < id ≤ ``upper`` and their history; how many were new."""
     select, params = _select_new_notifications(plan, after, upper)
     into = _INSERT_NOTIFICATIONS.format(notification=Notification._meta.db_table)
@@ -220,41 +224,59 @@ INSERT INTO {notification} (
 )"""
 
 
-def _select_new_notifications(plan: _Plan, after: int, upper: int) -> tuple[str, list[Any]]:
-    """The SELECT of one batch's rows: recipient × template of their language × policy verdict (the reason)."""
+def verdicts(plan: Plan, after: int, upper: int) -> tuple[str, list[Any]]:
+    """SQL (and its params) of one verdict row per audience member ``after`` < id ≤ ``upper``: what the fan-out makes.
+
+    Columns: ``recipient_id``, ``user_id``, ``language``, ``time_zone``, ``phone``, ``version_id``
+    (the template version of their language, else the kind's default language; NULL when none),
+    ``preview`` (masked, rendered once per language) and ``reason`` (the policy stop, '' to send).
+    The fan-out inserts these rows; the pre-flight (``preflight.py``) groups them without inserting,
+    so its counts are the fan-out's by construction.
+    """
     campaign = plan.campaign
-    postgres = connection.vendor == "postgresql"
-    new_id = _UUID7 if postgres else "lower(hex(randomblob(16)))"
-    as_json = "CAST(%s AS jsonb)" if postgres else "%s"
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
     templates_sql, templates_params = _templates_table(plan)
     reason_sql, reason_params = _reason(plan)
     fallback_id, fallback_preview = plan.fallback or (None, "")
     sql = f"""
-SELECT {new_id}, %s || made.user_id, %s, '', made.recipient_id, %s, %s, %s,
-       CASE WHEN made.reason = '' THEN {as_json} ELSE {as_json} END,
-       CASE WHEN made.reason = '' THEN %s ELSE %s END,
-       made.reason, made.version_id, made.preview, '', '', 0, 0, '', %s, %s, %s
-FROM (
-    SELECT r.id AS recipient_id, r.user_id,
+    SELECT r.id AS recipient_id, r.user_id, r.language, r.time_zone, r.phone,
            COALESCE(own.version_id, CAST(%s AS INTEGER)) AS version_id, COALESCE(own.preview, %s) AS preview,
            {reason_sql} AS reason
     FROM {Recipient._meta.db_table} r
     LEFT JOIN {Preference._meta.db_table} p ON p.recipient_id = r.id AND p.kind_id = %s AND p.channel = %s
     LEFT JOIN ({templates_sql}) own ON own.language = r.language
-    WHERE r.id > %s AND r.id <= %s AND r.id IN ({plan.audience_sql})
-) made
-WHERE made.recipient_id IS NOT NULL"""
+    WHERE r.id > %s AND r.id <= %s AND r.id IN ({plan.audience_sql})"""
     params = [
-        f"campaign:{campaign.pk}:", f"campaign:{campaign.pk}", campaign.kind_id, campaign.channel, Priority.STANDARD,
-        plan.params_json, plan.masked_params_json, State.QUEUED, State.SUPPRESSED, now, now, campaign.pk,
         fallback_id, fallback_preview, *reason_params, campaign.kind_id, campaign.channel, *templates_params,
         after, upper, *plan.audience_params,
     ]  # fmt: skip
     return sql, params
 
 
-def _templates_table(plan: _Plan) -> tuple[str, list[Any]]:
+def _select_new_notifications(plan: Plan, after: int, upper: int) -> tuple[str, list[Any]]:
+    """The SELECT of one batch's rows: recipient × template of their language × policy verdict (the reason)."""
+    campaign = plan.campaign
+    postgres = connection.vendor == "postgresql"
+    new_id = _UUID7 if postgres else "lower(hex(randomblob(16)))"
+    as_json = "CAST(%s AS jsonb)" if postgres else "%s"
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    verdicts_sql, verdicts_params = verdicts(plan, after, upper)
+    sql = f"""
+SELECT {new_id}, %s || made.user_id, %s, '', made.recipient_id, %s, %s, %s,
+       CASE WHEN made.reason = '' THEN {as_json} ELSE {as_json} END,
+       CASE WHEN made.reason = '' THEN %s ELSE %s END,
+       made.reason, made.version_id, made.preview, '', '', 0, 0, '', %s, %s, %s
+FROM ({verdicts_sql}
+) made
+WHERE made.recipient_id IS NOT NULL"""
+    params = [
+        f"campaign:{campaign.pk}:", f"campaign:{campaign.pk}", campaign.kind_id, campaign.channel, Priority.STANDARD,
+        plan.params_json, plan.masked_params_json, State.QUEUED, State.SUPPRESSED, now, now, campaign.pk,
+        *verdicts_params,
+    ]  # fmt: skip
+    return sql, params
+
+
+def _templates_table(plan: Plan) -> tuple[str, list[Any]]:
     """A derived table (language, version_id, preview), one row per language of the campaign."""
     rows = " UNION ALL ".join(
         "SELECT CAST(%s AS VARCHAR(8)) AS language, CAST(%s AS INTEGER) AS version_id,"
@@ -265,7 +287,7 @@ def _templates_table(plan: _Plan) -> tuple[str, list[Any]]:
     return rows or "SELECT NULL AS language, NULL AS version_id, NULL AS preview", params
 
 
-def _reason(plan: _Plan) -> tuple[str, list[Any]]:
+def _reason(plan: Plan) -> tuple[str, list[Any]]:
     """The policy verdict as a CASE: policy.route's rules for a requested channel, in its order; '' to send."""
     kind, channel = plan.campaign.kind, plan.campaign.channel
     whens: list[str] = []

@@ -101,7 +101,7 @@ def test_running_it_again_makes_no_duplicate(running):
     again = fanout.fan_out(running.pk)
     # The whole range once more: the UNIQUE key, not the resume point, is the guarantee.
     with fanout.transaction.atomic():
-        replayed = fanout._insert_batch(fanout._plan(running), 0, Recipient.objects.order_by("-pk").first().pk)
+        replayed = fanout._insert_batch(fanout.make_plan(running), 0, Recipient.objects.order_by("-pk").first().pk)
 
     assert again == fanout.FanOut(batches=0, created=0, complete=True)
     assert replayed == 0
