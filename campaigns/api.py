@@ -4,9 +4,12 @@ An API key creates drafts and reads its own campaigns; approval is a person's ac
 in the staff pages, so there is no approve endpoint here (DESIGN.md §5).
 """
 
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,7 +17,7 @@ from rest_framework.views import APIView
 from backend.notifications.api.errors import validation_response
 from backend.notifications.api.parsers import json_object
 from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, idempotency_key
-from campaigns import actions
+from campaigns import actions, report
 from campaigns.models import Campaign
 from campaigns.serializers import CampaignCreateSerializer, CampaignSerializer
 
@@ -80,3 +83,41 @@ class CampaignDetailView(APIView):
     def get(self, request: Request, pk: int) -> Response:
         """A campaign's state, content hash, approvals and audit trail; per-state counts come with the fan-out."""
         return Response(CampaignSerializer(_campaign(pk, request.auth)).data)
+
+
+class PdfRenderer(BaseRenderer):
+    """Lets a client ask for ``Accept: application/pdf``; the view answers the PDF bytes itself."""
+
+    media_type = "application/pdf"
+    format = "pdf"
+    charset = None
+    render_style = "binary"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data
+
+
+class CampaignReportView(APIView):
+    renderer_classes = [JSONRenderer, PdfRenderer]
+
+    @extend_schema(
+        operation_id="get_campaign_report",
+        responses={
+            (200, "application/pdf"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="The campaign's report: who composed and approved it, its content in every language, "
+                "audience and waves, timeline, outcome per state, channel and provider, and cost.",
+            ),
+            (401, "application/json"): _ERROR,
+            (404, "application/json"): _ERROR,
+        },
+    )
+    def get(self, request: Request, pk: int) -> HttpResponse:
+        """The PDF report of a campaign this API client created."""
+        return report.pdf_response(_campaign(pk, request.auth))
+
+    def finalize_response(self, request: Request, response, *args, **kwargs):
+        # An error is JSON even to a client that accepts only PDF: the PDF renderer cannot draw one.
+        if isinstance(response, Response):
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)

@@ -7,4 +7,5 @@ from campaigns import api
 urlpatterns = [
     path("campaigns", api.CampaignCreateView.as_view(), name="campaign-create"),
     path("campaigns/<int:pk>", api.CampaignDetailView.as_view(), name="campaign-detail"),
+    path("campaigns/<int:pk>/report.pdf", api.CampaignReportView.as_view(), name="campaign-report"),
 ]

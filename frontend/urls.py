@@ -1,6 +1,7 @@
 from django.urls import path
 
 from frontend import preferences, unsubscribe, views
+from frontend.campaigns import report as campaign_report
 from frontend.campaigns import views as segments
 from frontend.editor import views as editor
 
@@ -33,4 +34,6 @@ urlpatterns = [
     path("campaigns/segments/upload", segments.upload, name="segment-upload"),
     path("campaigns/segments/upload/<str:token>/unknown.csv", segments.upload_unknown, name="segment-upload-unknown"),
     path("campaigns/segments/upload/save", segments.upload_save, name="segment-upload-save"),
+    # Staff: a campaign's PDF report (frontend/campaigns/report.py).
+    path("campaigns/<int:pk>/report.pdf", campaign_report.campaign_report, name="campaign-report"),
 ]

@@ -29,6 +29,8 @@ ensure_system_packages() {
   command -v "${CHROMIUM_PATH:-/usr/bin/chromium}" >/dev/null || missing+=(chromium)
   # DejaVu has Arabic glyphs: without it screenshots and PDFs show boxes.
   [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+  # pdftotext: the campaign report's tests read the text back out of the PDF.
+  command -v pdftotext >/dev/null || missing+=(poppler-utils)
   if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
 }
 
