@@ -35,6 +35,8 @@ from campaigns.models import Campaign, CampaignApproval, CampaignAudit
 # DejaVu Sans covers Latin, Arabic and Persian; Debian's fonts-dejavu-core puts it here.
 FONT_DIR = "/usr/share/fonts/truetype/dejavu/"
 FONTS = {"regular": FONT_DIR + "DejaVuSans.ttf", "bold": FONT_DIR + "DejaVuSans-Bold.ttf"}
+# A campaign as ``gather`` reads it without further queries.
+CAMPAIGNS = Campaign.objects.select_related("kind", "segment", "author", "client")
 # Money in the report, as in the pre-flight: a decimal string with 4 places.
 CENTS = Decimal("0.0001")
 # The longest audit detail shown on one timeline line, in characters.

@@ -10,7 +10,6 @@ from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET
 
 from campaigns import report
-from campaigns.models import Campaign
 from frontend.editor.views import staff_only
 
 READERS = ("campaigns.view_campaign", "notifications.view_notification")
@@ -20,5 +19,5 @@ READERS = ("campaigns.view_campaign", "notifications.view_notification")
 @staff_only(*READERS)
 def campaign_report(request: HttpRequest, pk: int) -> HttpResponse:
     """Campaign ``pk``'s report as a PDF download; 404 for an unknown id."""
-    campaign = get_object_or_404(Campaign.objects.select_related("kind", "segment", "author", "client"), pk=pk)
+    campaign = get_object_or_404(report.CAMPAIGNS, pk=pk)
     return report.pdf_response(campaign)
