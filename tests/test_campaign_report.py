@@ -202,8 +202,15 @@ def test_another_api_client_gets_404_in_json_even_asking_for_pdf(campaign):
     assert response.json()["message"] == f"No campaign with id {campaign.pk}."
 
 
-def test_without_a_key_the_api_answers_401(client, campaign):
-    assert client.get(f"/api/v1/campaigns/{campaign.pk}/report.pdf").status_code == 401
+def test_without_a_key_the_api_answers_401_in_json(client, campaign):
+    response = client.get(f"/api/v1/campaigns/{campaign.pk}/report.pdf")
+    assert (response.status_code, response["Content-Type"]) == (401, "application/json")
+
+
+def test_a_client_that_accepts_only_json_is_told_it_is_a_pdf(api, campaign):
+    response = api.get(f"/api/v1/campaigns/{campaign.pk}/report.pdf", HTTP_ACCEPT="application/json")
+    assert (response.status_code, response["Content-Type"]) == (406, "application/json")
+    assert response.json()["error"] == "not_acceptable"
 
 
 @pytest.mark.parametrize("persona", ["marketer", "approver", "outsider"])
