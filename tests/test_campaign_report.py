@@ -117,13 +117,29 @@ def deliver(campaign: Campaign) -> None:
 
 
 @pytest.fixture
-def staff_pdf(client, marketer, campaign) -> str:
+def staff_pdf_bytes(client, marketer, campaign) -> bytes:
     client.force_login(marketer)
     response = client.get(f"/campaigns/{campaign.pk}/report.pdf")
     assert response.status_code == 200
     assert response["Content-Type"] == "application/pdf"
     assert response["Content-Disposition"] == f'attachment; filename="campaign-{campaign.pk}-report.pdf"'
-    return pdf_text(response.content)
+    return response.content
+
+
+@pytest.fixture
+def staff_pdf(staff_pdf_bytes) -> str:
+    return pdf_text(staff_pdf_bytes)
+
+
+def test_every_glyph_comes_from_the_embedded_dejavu_file(staff_pdf_bytes, tmp_path):
+    path = tmp_path / "report.pdf"
+    path.write_bytes(staff_pdf_bytes)
+    fonts = subprocess.run(["pdffonts", str(path)], capture_output=True, check=True, text=True).stdout
+    # name, type, encoding, emb, sub, uni, object. "Report Sans" is the @font-face of DejaVuSans.ttf: a
+    # file that failed to load would leave a fallback font of fontconfig's choice here instead.
+    rows = [line.split() for line in fonts.splitlines()[2:]]
+    assert {re.sub(r"^[A-Z]{6}\+", "", row[0]) for row in rows} == {"Report-Sans", "Report-Sans-Bold"}
+    assert all(row[-5:-2] == ["yes", "yes", "yes"] for row in rows), fonts
 
 
 def test_it_holds_the_arabic_and_persian_bodies_in_logical_order(staff_pdf):
