@@ -377,5 +377,7 @@ LOGGING = {
         "huey": {"level": env_str("LOG_LEVEL", "INFO")},
         # aiosmtpd logs every SMTP command of the demo sink at INFO.
         "mail.log": {"level": "WARNING"},
+        # WeasyPrint logs each layout step of every campaign report at INFO.
+        "weasyprint.progress": {"level": "WARNING"},
     },
 }

@@ -4,7 +4,8 @@
 the outcome is one ``GROUP BY`` (state, channel, provider) over the campaign's notifications
 (index ``notification_campaign_idx``) and the SMS cost one ``SUM`` over their sent attempts,
 so a million-recipient campaign is aggregated in PostgreSQL, never iterated in Python.
-``render_pdf`` lays it out with WeasyPrint (``campaigns/templates/campaigns/report.html``).
+``render_pdf`` lays it out with WeasyPrint (``campaigns/templates/campaigns/report.html``, ``pdf.py``),
+which may load the font files and nothing else.
 
 The content is each language's template version rendered with the campaign's shared params,
 secret ones masked (``masking.masked_params``). Arabic and Persian blocks carry ``dir="rtl"``
@@ -23,8 +24,6 @@ from django.http import HttpResponse
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
-from weasyprint import HTML
-from weasyprint.urls import URLFetcher, URLFetcherResponse
 
 from backend.notifications import masking, rendering
 from backend.notifications.models import Attempt, Channel, Notification, State, TemplateVersion
@@ -41,10 +40,6 @@ CAMPAIGNS = Campaign.objects.select_related("kind", "segment", "author", "client
 CENTS = Decimal("0.0001")
 # The longest audit detail shown on one timeline line, in characters.
 DETAIL_CHARS = 300
-
-
-class FetchRefused(ValueError):
-    """The report's HTML named a resource other than its fonts (WeasyPrint must fetch nothing else)."""
 
 
 @dataclass(frozen=True)
@@ -220,19 +215,12 @@ def _money(amount: Decimal | None) -> str:
 # --- the PDF --------------------------------------------------------------------------------------
 
 
-class FontsOnly(URLFetcher):
-    """WeasyPrint's fetcher for the embedded font files only: the report never loads what its text names."""
-
-    def fetch(self, url: str, headers: dict | None = None) -> URLFetcherResponse:
-        if url.removeprefix("file://") not in FONTS.values():
-            raise FetchRefused(f"The report loads only its fonts, not {url}.")
-        return super().fetch(url, headers)
-
-
 def render_pdf(campaign: Campaign) -> bytes:
     """The report of ``campaign`` as PDF bytes (A4, fonts embedded)."""
+    from campaigns import pdf  # WeasyPrint: loaded by the first report, not by every process (pdf.py)
+
     html = render_to_string("campaigns/report.html", {"report": gather(campaign), "fonts": FONTS})
-    return HTML(string=html, url_fetcher=FontsOnly(allowed_protocols=["file"])).write_pdf()
+    return pdf.write_pdf(html, FONTS.values())
 
 
 def pdf_response(campaign: Campaign) -> HttpResponse:

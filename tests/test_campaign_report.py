@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from backend.notifications import masking
 from backend.notifications.models import ApiClient, Attempt, Kind, Notification, Recipient, State, TemplateVersion
-from campaigns import actions, fanout, report
+from campaigns import actions, fanout, pdf, report
 from campaigns.models import Campaign
 from tests.campaigns_setup import submitted
 
@@ -293,5 +293,9 @@ def test_gathering_takes_the_same_queries_however_many_notifications(campaign, d
 
 
 def test_the_report_loads_nothing_but_its_fonts():
-    with pytest.raises(report.FetchRefused, match="only its fonts"):
-        report.FontsOnly().fetch("http://169.254.169.254/latest/meta-data/")
+    fetcher = pdf.FontsOnly(report.FONTS.values())
+    with pytest.raises(pdf.FetchRefused, match="only its fonts"):
+        fetcher.fetch("http://169.254.169.254/latest/meta-data/")
+    with pytest.raises(pdf.FetchRefused, match="only its fonts"):
+        fetcher.fetch("file:///etc/passwd")
+    assert fetcher.fetch(f"file://{report.FONTS['regular']}").read(4) == b"\x00\x01\x00\x00"  # a TrueType file
