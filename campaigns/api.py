@@ -110,6 +110,7 @@ class CampaignReportView(APIView):
             ),
             (401, "application/json"): _ERROR,
             (404, "application/json"): _ERROR,
+            (406, "application/json"): OpenApiResponse(description="JSON error: the Accept header rules out PDF."),
         },
     )
     def get(self, request: Request, pk: int) -> HttpResponse:
