@@ -1,6 +1,7 @@
 from django.urls import path
 
 from frontend import preferences, unsubscribe, views
+from frontend.campaigns import composer
 from frontend.campaigns import views as segments
 from frontend.editor import views as editor
 
@@ -33,4 +34,10 @@ urlpatterns = [
     path("campaigns/segments/upload", segments.upload, name="segment-upload"),
     path("campaigns/segments/upload/<str:token>/unknown.csv", segments.upload_unknown, name="segment-upload-unknown"),
     path("campaigns/segments/upload/save", segments.upload_save, name="segment-upload-save"),
+    # Staff: campaigns (frontend/campaigns/composer.py); /campaigns/<id>/ is the running campaign's page.
+    path("campaigns/", composer.campaign_list, name="campaigns"),
+    path("campaigns/new", composer.compose_new, name="campaign-new"),
+    path("campaigns/preflight", composer.compose_preflight, name="campaign-preflight"),
+    path("campaigns/<int:pk>/edit", composer.compose_edit, name="campaign-edit"),
+    path("campaigns/<int:pk>/review", composer.review, name="campaign-review"),
 ]
