@@ -194,7 +194,7 @@ def _valid_in(region: str, code: int, national: str, length: int) -> bool:
 
 def iso_z(instant: datetime) -> str:
     """``instant`` (aware) as ISO 8601 in UTC with a Z: ``2026-12-01T09:00:00Z``."""
-    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return instant.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _waves(campaign: Campaign, now: datetime, sending: list[Group], will_send: int) -> list[dict[str, Any]]:
