@@ -259,3 +259,17 @@ def test_a_schedule_at_an_instant_is_read_in_the_zone_given(client, marketer, se
 
     send_at = Campaign.objects.get().send_at
     assert send_at.strftime("%Y-%m-%d %H:%M") == tomorrow.strftime("%Y-%m-%d") + " 06:00"  # 09:00 at UTC+03:00
+
+
+def test_a_running_campaign_offers_no_save(client, marketer, approver, segment):
+    campaign = submitted_by(marketer, segment)
+    actions.approve(campaign, approver, campaign.content_hash)
+    actions.start(campaign)
+    client = logged_in(client, marketer)
+
+    page = client.get(f"/campaigns/{campaign.pk}/edit").content.decode()
+    response = client.post(f"/campaigns/{campaign.pk}/edit", form(segment, name="Too late"))
+
+    assert 'id="compose-save"' not in page and "it can no longer be edited" in page
+    assert response.status_code == 422 and "running: it can no longer be edited" in response.content.decode()
+    assert Campaign.objects.get(pk=campaign.pk).name == "Order update"
