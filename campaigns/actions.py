@@ -19,9 +19,11 @@ from django.utils import timezone
 
 from backend.notifications import idempotency
 from backend.notifications.models import ApiClient, Category, Recipient, TemplateVersion
+from backend.notifications.rendering import RenderError
 from campaigns.audience import AudienceUnavailable, audience
 from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment, SegmentMember
+from campaigns.preflight import preflight
 
 Actor = AbstractBaseUser | ApiClient
 
@@ -198,8 +200,11 @@ def _refuse_if(problem: tuple[str, str] | None) -> None:
         raise CampaignRefused(message, field)
 
 
-def _resolved_templates(campaign: Campaign) -> dict[str, int]:
-    """The author's chosen versions, or the newest approved version per language of kind × channel."""
+def resolved_templates(campaign: Campaign) -> dict[str, int]:
+    """The author's chosen versions, or the newest approved version per language of kind × channel.
+
+    Raises ``CampaignRefused`` (field ``channel``) when the kind has no approved template on the channel.
+    """
     if campaign.template_versions:
         return campaign.template_versions
     newest: dict[str, int] = {}
@@ -348,6 +353,7 @@ def _void(campaign: Campaign, why: str) -> str:
     reason = f"Back to draft: {why}; the submission of {campaign.content_hash[:12]}… and any approval of it are void."
     CampaignApproval.objects.filter(campaign=campaign, voided_at__isnull=True).update(voided_at=timezone.now())
     campaign.state, campaign.content_hash, campaign.submitted_at = Campaign.State.DRAFT, "", None
+    campaign.preflight = {}
     return reason
 
 
@@ -365,7 +371,7 @@ def submit(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
         if current.state != Campaign.State.DRAFT:
             raise CampaignRefused(f"{current} is {current.state}: only a draft can be submitted.", "state")
         _refuse_if(_draft_problem(current, timezone.now()) or _correction_problem(current, complete=True))
-        current.template_versions = _resolved_templates(current)
+        current.template_versions = resolved_templates(current)
         try:
             members = audience(current.segment)
         except AudienceUnavailable as exc:
@@ -374,9 +380,18 @@ def submit(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
             raise CampaignRefused(f"Segment {current.segment.name!r} has no members: nobody would get it.", "segment")
         current.content_hash = campaign_hash(current, members)
         current.state, current.submitted_at = Campaign.State.SUBMITTED, timezone.now()
+        current.preflight = _frozen_preflight(current, current.submitted_at)
         current.save()
         _audit(current, user, CampaignAudit.Action.SUBMIT, audience=members.size, templates=current.template_versions)
     return current
+
+
+def _frozen_preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
+    """The pre-flight frozen into a submission; a template that cannot render the params refuses it."""
+    try:
+        return preflight(campaign, now)
+    except RenderError as exc:
+        raise CampaignRefused(f"A template cannot be rendered with these params: {exc}", "params") from None
 
 
 def approval_problem(campaign: Campaign, user: Actor) -> str | None:

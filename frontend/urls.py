@@ -2,6 +2,7 @@ from django.urls import path
 
 from frontend import preferences, unsubscribe, views
 from frontend.campaigns import report as campaign_report
+from frontend.campaigns import composer
 from frontend.campaigns import views as segments
 from frontend.editor import views as editor
 
@@ -36,4 +37,10 @@ urlpatterns = [
     path("campaigns/segments/upload/save", segments.upload_save, name="segment-upload-save"),
     # Staff: a campaign's PDF report (frontend/campaigns/report.py).
     path("campaigns/<int:pk>/report.pdf", campaign_report.campaign_report, name="campaign-report"),
+    # Staff: campaigns (frontend/campaigns/composer.py); /campaigns/<id>/ is the running campaign's page.
+    path("campaigns/", composer.campaign_list, name="campaigns"),
+    path("campaigns/new", composer.compose_new, name="campaign-new"),
+    path("campaigns/preflight", composer.compose_preflight, name="campaign-preflight"),
+    path("campaigns/<int:pk>/edit", composer.compose_edit, name="campaign-edit"),
+    path("campaigns/<int:pk>/review", composer.review, name="campaign-review"),
 ]
