@@ -1,8 +1,8 @@
 from django.urls import path
 
 from frontend import preferences, unsubscribe, views
-from frontend.campaigns import report as campaign_report
 from frontend.campaigns import composer
+from frontend.campaigns import report as campaign_report
 from frontend.campaigns import views as segments
 from frontend.editor import views as editor
 
