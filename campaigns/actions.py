@@ -504,7 +504,9 @@ def resend_remainder(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     with transaction.atomic():
         original = _locked(campaign)
         if original.state != Campaign.State.CANCELLED:
-            raise CampaignRefused(f"{original} is {original.state}: only a cancelled campaign has a remainder.", "state")
+            raise CampaignRefused(
+                f"{original} is {original.state}: only a cancelled campaign has a remainder.", "state"
+            )
         segment = Segment.objects.create(name=f"{original.name} (remainder)", kind=Segment.Kind.LIST, created_by=user)
         size = ledger.copy_recipients(original, State.CANCELLED, segment)
         if not size:

@@ -35,9 +35,7 @@ CSV_COLUMNS = ("user_id", "address", "state", "reason", "provider", "sent_at")
 
 def counts(campaign: Campaign) -> dict[str, int]:
     """Notifications of ``campaign`` per state, every state named (0 when none): one GROUP BY on the index."""
-    found = dict(
-        Notification.objects.filter(campaign=campaign).order_by().values_list("state").annotate(n=Count("pk"))
-    )
+    found = dict(Notification.objects.filter(campaign=campaign).order_by().values_list("state").annotate(n=Count("pk")))
     return {state: found.get(state, 0) for state in State.values}
 
 
@@ -122,9 +120,7 @@ def ledger(campaign: Campaign, now_counts: dict[str, int] | None = None) -> Ledg
     now = now_counts if now_counts is not None else counts(campaign)
     if campaign.state != Campaign.State.CANCELLED:
         return Ledger(now, None)
-    audit = (
-        CampaignAudit.objects.filter(campaign=campaign, action=CampaignAudit.Action.CANCEL).order_by("-at").first()
-    )
+    audit = CampaignAudit.objects.filter(campaign=campaign, action=CampaignAudit.Action.CANCEL).order_by("-at").first()
     return Ledger(now, _split(campaign, audit, now) if audit else None)
 
 
