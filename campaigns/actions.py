@@ -454,6 +454,15 @@ def _record_decision(campaign: Campaign, user: AbstractBaseUser, decision: str, 
     return campaign
 
 
+def may_cancel(campaign: Campaign, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may cancel ``campaign``: its author, a writer of it (created, edited, submitted), or an approver."""
+    return (
+        campaign.author_id == user.pk
+        or user.has_perm("campaigns.approve_campaign")
+        or CampaignAudit.objects.filter(campaign=campaign, actor=user, action__in=WRITING_ACTIONS).exists()
+    )
+
+
 def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     """Cancel a campaign not yet done: its author, a writer of it, or an approver may.
 
@@ -468,11 +477,7 @@ def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     """
     with transaction.atomic():
         current = _locked(campaign)
-        wrote = (
-            current.author_id == user.pk
-            or CampaignAudit.objects.filter(campaign=current, actor=user, action__in=WRITING_ACTIONS).exists()
-        )
-        if not (wrote or user.has_perm("campaigns.approve_campaign")):
+        if not may_cancel(current, user):
             raise PermissionRefused(f"{user.get_username()} may not cancel {current}: its author or an approver may.")
         if current.state in FINAL_STATES:
             raise CampaignRefused(f"{current} is already {current.state}.", "state")

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from frontend import preferences, unsubscribe, views
+from frontend.campaigns import progress as campaign_page
 from frontend.campaigns import views as segments
 from frontend.editor import views as editor
 
@@ -33,4 +34,11 @@ urlpatterns = [
     path("campaigns/segments/upload", segments.upload, name="segment-upload"),
     path("campaigns/segments/upload/<str:token>/unknown.csv", segments.upload_unknown, name="segment-upload-unknown"),
     path("campaigns/segments/upload/save", segments.upload_save, name="segment-upload-save"),
+    # Staff: a campaign's page, live progress, cancel, ledger, remainder and correction (frontend/campaigns/progress.py).
+    path("campaigns/<int:pk>/", campaign_page.detail, name="campaign"),
+    path("campaigns/<int:pk>/progress", campaign_page.progress, name="campaign-progress"),
+    path("campaigns/<int:pk>/cancel", campaign_page.cancel, name="campaign-cancel"),
+    path("campaigns/<int:pk>/ledger.csv", campaign_page.ledger_csv, name="campaign-ledger-csv"),
+    path("campaigns/<int:pk>/resend", campaign_page.resend, name="campaign-resend"),
+    path("campaigns/<int:pk>/correct", campaign_page.correct, name="campaign-correct"),
 ]
