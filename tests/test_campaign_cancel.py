@@ -115,3 +115,21 @@ def test_a_row_claimed_before_the_cancel_is_in_flight_and_counted_by_how_it_ends
     split = ledger.ledger(Campaign.objects.get(pk=running.pk)).cancel
     assert (split.sent, split.sent_at_cancel, split.cancelled, split.in_flight) == (1, 0, 18, 2)
     assert split.in_flight_outcome == {"sent": 1, "failed": 1, "expired": 0, "cancelled": 0, "still_in_flight": 0}
+
+
+def test_a_row_in_flight_at_the_cancel_is_not_retried_after_it(running, marketer):
+    first = rows(running, State.QUEUED).first()
+    assert notification_actions.claim(first)
+    actions.cancel(running, marketer)
+
+    assert not notification_actions.requeue_for_retry(first, 4.0, "twilio answered 500")
+
+    first.refresh_from_db()
+    assert (first.state, first.reason, first.last_error) == (
+        State.CANCELLED,
+        "campaign-cancelled",
+        "twilio answered 500",
+    )
+    assert HUEYS["standard"].scheduled_count() == 0
+    split = ledger.ledger(Campaign.objects.get(pk=running.pk)).cancel
+    assert (split.in_flight, split.in_flight_outcome["cancelled"], split.cancelled) == (1, 1, 19)
