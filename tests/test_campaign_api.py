@@ -154,7 +154,13 @@ def test_the_schema_describes_the_counts_per_state_and_the_ledger(client):
         "cancelled_at", "cancelled_by", "sent", "sent_at_cancel", "cancelled", "in_flight_at_cancel",
         "in_flight_outcome",
     }  # fmt: skip
-    assert set(schemas["InFlightOutcome"]["properties"]) == {"sent", "failed", "expired", "cancelled", "still_in_flight"}
+    assert set(schemas["InFlightOutcome"]["properties"]) == {
+        "sent",
+        "failed",
+        "expired",
+        "cancelled",
+        "still_in_flight",
+    }
     assert schemas["Campaign"]["properties"]["ledger"]["nullable"] is True
 
 

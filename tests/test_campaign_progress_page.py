@@ -1,13 +1,14 @@
 """The campaign page (/campaigns/<id>/): who may see it, its polled fragment, its counts, its buttons."""
 
 import re
+from datetime import UTC, datetime, time
 
 import pytest
 from django.utils import timezone
 
 from backend.notifications.models import Notification, Recipient, State
 from campaigns import actions, fanout
-from campaigns.models import Campaign
+from campaigns.models import Campaign, ScheduleMode
 from frontend.campaigns import progress
 from tests.campaigns_setup import list_segment, submitted
 
@@ -108,8 +109,8 @@ def test_the_eta_comes_from_the_recent_sent_rate_else_the_provider_budget(runnin
 
 def test_a_poll_costs_the_same_few_queries_at_any_size(client, running, marketer, django_assert_max_num_queries):
     client.force_login(marketer)
-    # Session and user, the campaign, may_cancel's audit check, and one GROUP BY for the counts.
-    with django_assert_max_num_queries(6):
+    # Session and user, the campaign, may_cancel's audit check, one GROUP BY for the counts, the timeline.
+    with django_assert_max_num_queries(7):
         client.get(f"/campaigns/{running.pk}/progress", HTTP_HX_REQUEST="true")
 
 
@@ -158,3 +159,25 @@ def test_a_correction_without_a_template_says_why_there_is_none(client, running,
     page = client.get(f"/campaigns/{running.pk}/").content.decode()
     assert "has no correction template: it said none" in page
     assert not Campaign.objects.filter(origin=running).exists()
+
+
+def test_a_local_time_campaign_shows_its_rows_per_wave(demo_data, marketer, approver, client):
+    segment = list_segment(name="Three zones")
+    campaign = submitted(marketer, segment=segment, schedule_mode=ScheduleMode.LOCAL_TIME, local_time=time(9, 0))
+    campaign = actions.approve(campaign, approver, campaign.content_hash)
+    actions.start(campaign)
+    fanout.fan_out(campaign.pk)
+    tehran, riyadh = datetime(2026, 12, 1, 5, 30, tzinfo=UTC), datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
+    rows = Notification.objects.filter(campaign=campaign)
+    rows.filter(recipient__user_id="u-fa-1").update(send_at=tehran, state=State.SENT)
+    rows.filter(recipient__user_id="u-ar-1").update(send_at=riyadh, state=State.SCHEDULED)
+    rows.filter(recipient__user_id="u-en-1").update(send_at=riyadh, state=State.SCHEDULED)
+
+    waves = progress.progress_of(Campaign.objects.get(pk=campaign.pk), None).waves
+
+    assert [(w.at, w.total, w.counts["sent"], w.counts["scheduled"]) for w in waves] == [
+        (tehran, 1, 1, 0),
+        (riyadh, 2, 0, 2),
+    ]
+    client.force_login(marketer)
+    assert "2026-12-01 05:30 UTC" in client.get(f"/campaigns/{campaign.pk}/").content.decode()

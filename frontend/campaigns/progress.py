@@ -172,6 +172,7 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
         "can_cancel": not final and actions.may_cancel(campaign, user),
         "can_resend": bool(split and split.cancelled) and user.has_perm(ADD),
         "can_correct": final and progress.ledger.counts[State.SENT] > 0 and user.has_perm(ADD),
+        "audit": list(campaign.audit.order_by("at", "pk")),
     }
 
 
@@ -183,15 +184,14 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
     """The campaign page: state, live progress, the ledger once cancelled, the buttons, the audit timeline."""
     campaign = _campaign(pk)
-    audit = list(campaign.audit.order_by("at", "pk"))
-    context = {**_context(request, campaign), "audit": audit, "derived": list(campaign.derived.order_by("pk"))}
+    context = {**_context(request, campaign), "derived": list(campaign.derived.order_by("pk"))}
     return _answer(render(request, "frontend/campaigns/detail.html", context))
 
 
 @require_GET
 @staff_only(VIEW)
 def progress(request: HttpRequest, pk: int) -> HttpResponse:
-    """The progress fragment (HTMX polling); it carries no trigger once the campaign is final."""
+    """The progress fragment with the timeline (HTMX polling); it carries no trigger once the campaign is final."""
     return _answer(render(request, "frontend/campaigns/detail_progress.html", _context(request, _campaign(pk))))
 
 
