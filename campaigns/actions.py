@@ -455,7 +455,7 @@ def _record_decision(campaign: Campaign, user: AbstractBaseUser, decision: str, 
 
 
 def may_cancel(campaign: Campaign, user: AbstractBaseUser) -> bool:
-    """Whether ``user`` may cancel ``campaign``: its author, a writer of it (created, edited, submitted), or an approver."""
+    """Whether ``user`` may cancel ``campaign``: its author, a writer of it (create, edit, submit), an approver."""
     return (
         campaign.author_id == user.pk
         or user.has_perm("campaigns.approve_campaign")

@@ -34,7 +34,7 @@ urlpatterns = [
     path("campaigns/segments/upload", segments.upload, name="segment-upload"),
     path("campaigns/segments/upload/<str:token>/unknown.csv", segments.upload_unknown, name="segment-upload-unknown"),
     path("campaigns/segments/upload/save", segments.upload_save, name="segment-upload-save"),
-    # Staff: a campaign's page, live progress, cancel, ledger, remainder and correction (frontend/campaigns/progress.py).
+    # Staff: a campaign's page, its progress, cancel, ledger, remainder and correction (frontend/campaigns/progress.py).
     path("campaigns/<int:pk>/", campaign_page.detail, name="campaign"),
     path("campaigns/<int:pk>/progress", campaign_page.progress, name="campaign-progress"),
     path("campaigns/<int:pk>/cancel", campaign_page.cancel, name="campaign-cancel"),

@@ -1,4 +1,4 @@
-"""The ledger (campaigns/ledger.py): exact against what the stub providers received, its CSV, remainder and correction."""
+"""The ledger (campaigns/ledger.py): exact against what the stub providers received; its CSV; remainder, correction."""
 
 import csv
 import io

@@ -148,7 +148,7 @@ def progress_of(campaign: Campaign, previous: tuple[float, int] | None, now: flo
     done = sum(counts[state] for state in PROGRESSED)
     rate = None
     sample_at, sample_sent = now, counts[State.SENT]
-    if previous and 0 < now - previous[0]:
+    if previous and now > previous[0]:
         elapsed, sent_since = now - previous[0], counts[State.SENT] - previous[1]
         rate = sent_since / elapsed if sent_since > 0 and elapsed >= 1 else None
         if elapsed < RATE_WINDOW_SECONDS:
