@@ -466,24 +466,27 @@ def may_cancel(campaign: Campaign, user: AbstractBaseUser) -> bool:
 def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     """Cancel a campaign not yet done: its author, a writer of it, or an approver may.
 
-    In one transaction: the campaign's row lock (a fan-out batch under way commits first, and
-    the next one finds the campaign no longer running, so no row is made after the cancel),
-    every notification not yet handed to a provider becomes ``cancelled`` with its history
-    (``ledger.stop_unsent``, set-based), ``cancelled_at`` is set, and the audit row keeps the
-    counts at that instant: ``sent``, ``cancelled``, ``in_flight`` (sending) and ``counts`` per
-    state, from which ``ledger.ledger`` derives the exact split later. A worker that pops the
-    task of a cancelled row hands nothing over: its claim is conditional on ``queued``.
-    Raises ``PermissionRefused`` or ``CampaignRefused`` (already cancelled or done).
+    In one transaction: every notification not yet handed to a provider becomes ``cancelled``
+    with its history (``ledger.stop_unsent``, set-based) at once — a worker that pops the
+    task of such a row waits for this transaction and then finds its claim (conditional on
+    ``queued``) refused, so nothing more is handed over from here on. Then the campaign's row
+    lock: a fan-out batch under way commits first, its rows are stopped too, and the next
+    batch finds the campaign no longer running, so no row is made after the cancel. Last,
+    ``cancelled_at`` and the audit row with the counts at that instant: ``sent``,
+    ``cancelled``, ``in_flight`` (sending) and ``counts`` per state, from which
+    ``ledger.ledger`` derives the exact split later. Raises ``PermissionRefused`` or
+    ``CampaignRefused`` (already cancelled or done).
     """
     with transaction.atomic():
-        current = _locked(campaign)
-        if not may_cancel(current, user):
-            raise PermissionRefused(f"{user.get_username()} may not cancel {current}: its author or an approver may.")
-        if current.state in FINAL_STATES:
-            raise CampaignRefused(f"{current} is already {current.state}.", "state")
-        previous, now = current.state, timezone.now()
+        current = Campaign.objects.get(pk=campaign.pk)
+        _refuse_cancel(current, user)
+        now = timezone.now()
         stopped = ledger.stop_unsent(current, now)
+        current = _locked(campaign)
+        _refuse_cancel(current, user)
+        stopped += ledger.stop_unsent(current, now)
         counts = {state: n for state, n in ledger.counts(current).items() if n}
+        previous = current.state
         current.state, current.cancelled_at = Campaign.State.CANCELLED, now
         current.save()
         _audit(
@@ -491,6 +494,13 @@ def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
             cancelled=stopped, in_flight=counts.get(State.SENDING, 0), counts=counts,
         )  # fmt: skip
     return current
+
+
+def _refuse_cancel(campaign: Campaign, user: AbstractBaseUser) -> None:
+    if not may_cancel(campaign, user):
+        raise PermissionRefused(f"{user.get_username()} may not cancel {campaign}: its author or an approver may.")
+    if campaign.state in FINAL_STATES:
+        raise CampaignRefused(f"{campaign} is already {campaign.state}.", "state")
 
 
 # --- campaigns made from another: the remainder of a cancel, a correction ---------------------------

@@ -1,6 +1,11 @@
 """Cancel (campaigns/actions.cancel): every row not yet handed over ends cancelled, at once, and no worker sends it."""
 
+import threading
+import time
+from unittest import mock
+
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from backend.notifications import actions as notification_actions
@@ -133,3 +138,62 @@ def test_a_row_in_flight_at_the_cancel_is_not_retried_after_it(running, marketer
     assert HUEYS["standard"].scheduled_count() == 0
     split = ledger.ledger(Campaign.objects.get(pk=running.pk)).cancel
     assert (split.in_flight, split.in_flight_outcome["cancelled"], split.cancelled) == (1, 1, 19)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_hand_over_stops_at_once_while_a_fan_out_batch_is_under_way(audience, marketer, approver):
+    """The cancel stops committed rows before it waits for the batch under way, whose rows it then stops too."""
+    campaign = submitted(marketer, segment=list_segment(audience, name="Cancel audience"))
+    campaign = actions.approve(campaign, approver, campaign.content_hash)
+    assert actions.start(campaign)
+    second_batch_made, first_stop_done, holding = threading.Event(), threading.Event(), threading.Event()
+    report, stops = [], []
+    real_insert, real_stop = fanout._insert_batch, ledger.stop_unsent
+
+    def insert_then_hold(*args):
+        made = real_insert(*args)
+        if args[1] > 0:  # a batch after the first: keep its transaction, and the campaign's row lock, open a while
+            holding.set()
+            second_batch_made.set()
+            time.sleep(1.0)
+            holding.clear()
+        return made
+
+    def stop_then_tell(*args):
+        stopped = real_stop(*args)
+        stops.append(holding.is_set())
+        first_stop_done.set()
+        return stopped
+
+    def in_a_thread(work):
+        def run():
+            try:
+                work()
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    with (
+        mock.patch.object(fanout, "_insert_batch", insert_then_hold),
+        mock.patch.object(ledger, "stop_unsent", stop_then_tell),
+    ):
+        fanning = in_a_thread(lambda: report.append(fanout.fan_out(campaign.pk, batch=10)))
+        assert second_batch_made.wait(10)
+        cancelling = in_a_thread(lambda: actions.cancel(campaign, marketer))
+        assert first_stop_done.wait(10)
+        # A worker's claim of a row of the first batch now waits for the cancel, then finds the row cancelled.
+        claimed = notification_actions.claim(
+            rows(campaign, State.QUEUED).first() or rows(campaign, State.CANCELLED).first()
+        )
+        cancelling.join(10)
+        fanning.join(10)
+
+    made = Notification.objects.filter(campaign=campaign).count()
+    assert stops == [True, False]  # the first stop came while the batch still held the campaign's lock
+    assert claimed is False
+    assert report[0].complete is False and report[0].created == made
+    assert ledger.counts(campaign)[State.CANCELLED] == made
+    assert CampaignAudit.objects.get(campaign=campaign, action="cancel").detail["cancelled"] == made
