@@ -42,30 +42,36 @@ def counts(campaign: Campaign) -> dict[str, int]:
 def stop_unsent(campaign: Campaign, at: datetime) -> int:
     """Cancel every row of ``campaign`` not yet handed to a provider, with its history row; how many.
 
-    One statement, set-based: the rows are locked (``FOR UPDATE``) and moved to ``cancelled``
-    (reason ``campaign-cancelled``), and the history of exactly those rows is written. A worker's
-    claim (``queued`` → ``sending``, a conditional UPDATE) that commits first keeps its row —
-    PostgreSQL re-reads a row it waited for and drops it from the cancel once it is ``sending`` —
-    and a claim that comes after finds the row cancelled and hands nothing over. Call inside the
-    transaction that holds the campaign's row lock (``actions.cancel``), so no fan-out batch adds
-    rows meanwhile.
+    Set-based: the rows are locked (``FOR UPDATE``) and moved to ``cancelled`` (reason
+    ``campaign-cancelled``), and the history of exactly those rows is written by the same
+    statement. The rows whose task is already in Redis (``queued_at`` set, at most
+    ``NOTIFY_CAMPAIGN_FEED``) go first, in a statement of their own, so the only rows a worker
+    could claim are locked within a fraction of a second, however many rows the campaign has;
+    the rest (no task, and the feeder feeds running campaigns only) follow. A worker's claim
+    (``queued`` → ``sending``, a conditional UPDATE) that commits first keeps its row —
+    PostgreSQL re-reads a row it waited for and drops it from the cancel once it is ``sending``
+    — and a claim that comes after finds the row cancelled and hands nothing over.
     """
     notification, history = Notification._meta.db_table, StateChange._meta.db_table
     now = connection.ops.adapt_datetimefield_value(at)
     unsent = list(UNSENT)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute(
-                f"WITH target AS ("
-                f"  SELECT id, state FROM {notification} WHERE campaign_id = %s AND state = ANY(%s) FOR UPDATE"
-                f"), stopped AS ("
-                f"  UPDATE {notification} n SET state = %s, reason = %s, updated_at = %s"
-                f"  FROM target WHERE n.id = target.id RETURNING n.id, target.state AS from_state"
-                f") INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
-                f" SELECT id, from_state, %s, %s, %s FROM stopped",
-                [campaign.pk, unsent, State.CANCELLED, CANCEL_REASON, now, State.CANCELLED, CANCEL_REASON, now],
-            )
-            return cursor.rowcount
+            stopped = 0
+            for only in ("AND state = 'queued' AND queued_at IS NOT NULL", ""):
+                cursor.execute(
+                    f"WITH target AS ("
+                    f"  SELECT id, state FROM {notification} WHERE campaign_id = %s AND state = ANY(%s) {only}"
+                    f"  FOR UPDATE"
+                    f"), stopped AS ("
+                    f"  UPDATE {notification} n SET state = %s, reason = %s, updated_at = %s"
+                    f"  FROM target WHERE n.id = target.id RETURNING n.id, target.state AS from_state"
+                    f") INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
+                    f" SELECT id, from_state, %s, %s, %s FROM stopped",
+                    [campaign.pk, unsent, State.CANCELLED, CANCEL_REASON, now, State.CANCELLED, CANCEL_REASON, now],
+                )
+                stopped += cursor.rowcount
+            return stopped
         # SQLite (the embedded default) serialises writers: the history first, then the rows it names.
         placeholders = ", ".join("%s" for _ in unsent)
         cursor.execute(
