@@ -18,11 +18,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from backend.notifications import idempotency
-from backend.notifications.models import ApiClient, Category, Recipient, TemplateVersion
+from backend.notifications.models import ApiClient, Category, Recipient, State, TemplateVersion
 from backend.notifications.rendering import RenderError
+from campaigns import ledger
 from campaigns.audience import AudienceUnavailable, audience
 from campaigns.content_hash import campaign_hash
-from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment, SegmentMember
+from campaigns.models import Campaign, CampaignApproval, CampaignAudit, Origin, ScheduleMode, Segment, SegmentMember
 from campaigns.preflight import preflight
 
 Actor = AbstractBaseUser | ApiClient
@@ -468,28 +469,140 @@ def _record_decision(campaign: Campaign, user: AbstractBaseUser, decision: str, 
     return campaign
 
 
+def may_cancel(campaign: Campaign, user: AbstractBaseUser) -> bool:
+    """Whether ``user`` may cancel ``campaign``: its author, a writer of it (create, edit, submit), an approver."""
+    return (
+        campaign.author_id == user.pk
+        or user.has_perm("campaigns.approve_campaign")
+        or CampaignAudit.objects.filter(campaign=campaign, actor=user, action__in=WRITING_ACTIONS).exists()
+    )
+
+
 def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     """Cancel a campaign not yet done: its author, a writer of it, or an approver may.
 
-    Only the state changes here; stopping a running fan-out (nothing more handed to a
-    provider within seconds) comes with the fan-out. Raises ``PermissionRefused`` or
+    In one transaction: every notification not yet handed to a provider becomes ``cancelled``
+    with its history (``ledger.stop_unsent``, set-based) at once — a worker that pops the
+    task of such a row waits for this transaction and then finds its claim (conditional on
+    ``queued``) refused, so nothing more is handed over from here on. Then the campaign's row
+    lock: a fan-out batch under way commits first, its rows are stopped too, and the next
+    batch finds the campaign no longer running, so no row is made after the cancel. Last,
+    ``cancelled_at`` and the audit row with the counts at that instant: ``sent``,
+    ``cancelled``, ``in_flight`` (sending) and ``counts`` per state, from which
+    ``ledger.ledger`` derives the exact split later. Raises ``PermissionRefused`` or
     ``CampaignRefused`` (already cancelled or done).
     """
     with transaction.atomic():
+        current = Campaign.objects.get(pk=campaign.pk)
+        _refuse_cancel(current, user)
+        now = timezone.now()
+        stopped = ledger.stop_unsent(current, now)
         current = _locked(campaign)
-        wrote = (
-            current.author_id == user.pk
-            or CampaignAudit.objects.filter(campaign=current, actor=user, action__in=WRITING_ACTIONS).exists()
-        )
-        if not (wrote or user.has_perm("campaigns.approve_campaign")):
-            raise PermissionRefused(f"{user.get_username()} may not cancel {current}: its author or an approver may.")
-        if current.state in FINAL_STATES:
-            raise CampaignRefused(f"{current} is already {current.state}.", "state")
+        _refuse_cancel(current, user)
+        stopped += ledger.stop_unsent(current, now)
+        counts = {state: n for state, n in ledger.counts(current).items() if n}
         previous = current.state
-        current.state = Campaign.State.CANCELLED
+        current.state, current.cancelled_at = Campaign.State.CANCELLED, now
         current.save()
-        _audit(current, user, CampaignAudit.Action.CANCEL, from_state=previous)
+        _audit(
+            current, user, CampaignAudit.Action.CANCEL, from_state=previous, sent=counts.get(State.SENT, 0),
+            cancelled=stopped, in_flight=counts.get(State.SENDING, 0), counts=counts,
+        )  # fmt: skip
     return current
+
+
+def _refuse_cancel(campaign: Campaign, user: AbstractBaseUser) -> None:
+    if not may_cancel(campaign, user):
+        raise PermissionRefused(f"{user.get_username()} may not cancel {campaign}: its author or an approver may.")
+    if campaign.state in FINAL_STATES:
+        raise CampaignRefused(f"{campaign} is already {campaign.state}.", "state")
+
+
+# --- campaigns made from another: the remainder of a cancel, a correction ---------------------------
+
+
+def resend_remainder(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
+    """A new draft of cancelled ``campaign`` to exactly the recipients its cancel stopped; returns it.
+
+    Same content (kind, channel, templates, params, end time if still ahead, correction), sent
+    "now" once approved — its own two-person approval, like any campaign. Its list segment is
+    copied set-based from the cancelled rows. Audited ``resend`` on the original, naming the
+    draft. Needs ``campaigns.add_campaign``; raises ``CampaignRefused`` when the campaign is
+    not cancelled or its cancel stopped nobody.
+    """
+    _require(user, "add_campaign", "create campaigns")
+    with transaction.atomic():
+        original = _locked(campaign)
+        if original.state != Campaign.State.CANCELLED:
+            raise CampaignRefused(
+                f"{original} is {original.state}: only a cancelled campaign has a remainder.", "state"
+            )
+        segment = Segment.objects.create(name=f"{original.name} (remainder)", kind=Segment.Kind.LIST, created_by=user)
+        size = ledger.copy_recipients(original, State.CANCELLED, segment)
+        if not size:
+            raise CampaignRefused(f"{original}'s cancel stopped no notification: there is no remainder.", "state")
+        fields = _copied_content(original)
+        draft = _derived_draft(original, user, Origin.REMAINDER, name=f"{original.name} (remainder)", segment=segment,
+                               **fields)  # fmt: skip
+        _audit(original, user, CampaignAudit.Action.RESEND, draft=draft.pk, recipients=size)
+    return draft
+
+
+def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
+    """A new draft to exactly the recipients who were sent ``campaign``, with its correction template; returns it.
+
+    For a done or cancelled campaign that sent anything and named a correction version: that
+    version (its kind, channel and language), the original's params pre-filled, sent "now"
+    once approved. A correction of a correction names no correction of its own (its reason
+    says so). Audited ``correct`` on the original, naming the draft. Needs
+    ``campaigns.add_campaign``; raises ``CampaignRefused`` (not finished, sent nothing, or
+    its correction was "none", quoting the reason given).
+    """
+    _require(user, "add_campaign", "create campaigns")
+    with transaction.atomic():
+        original = _locked(campaign)
+        if original.state not in FINAL_STATES:
+            raise CampaignRefused(f"{original} is {original.state}: correct it once it is done or cancelled.", "state")
+        version = original.correction_version
+        if version is None:
+            raise CampaignRefused(
+                f"{original} has no correction template: it said none ({original.correction_none_reason!r}). "
+                "Compose a new campaign instead.",
+                "correction",
+            )
+        segment = Segment.objects.create(name=f"{original.name} (correction)", kind=Segment.Kind.LIST, created_by=user)
+        size = ledger.copy_recipients(original, State.SENT, segment)
+        if not size:
+            raise CampaignRefused(f"{original} sent nothing: there is nobody to correct.", "state")
+        draft = _derived_draft(
+            original, user, Origin.CORRECTION, name=f"{original.name} (correction)", segment=segment,
+            kind=version.kind, channel=version.channel, template_versions={version.language: version.pk},
+            params=original.params, correction_version=None,
+            correction_none_reason=f"This corrects campaign {original.pk}; a correction names no correction.",
+        )  # fmt: skip
+        _audit(original, user, CampaignAudit.Action.CORRECT, draft=draft.pk, recipients=size)
+    return draft
+
+
+def _copied_content(original: Campaign) -> dict[str, Any]:
+    """What a remainder keeps of its original: the content, the local-time wall clock, an end time still ahead."""
+    local = original.schedule_mode == ScheduleMode.LOCAL_TIME
+    end_at = original.end_at if original.end_at and original.end_at > timezone.now() else None
+    return {
+        "kind": original.kind, "channel": original.channel, "template_versions": original.template_versions,
+        "params": original.params, "schedule_mode": ScheduleMode.LOCAL_TIME if local else ScheduleMode.NOW,
+        "local_time": original.local_time if local else None, "end_at": end_at,
+        "correction_version": original.correction_version,
+        "correction_none_reason": original.correction_none_reason,
+    }  # fmt: skip
+
+
+def _derived_draft(original: Campaign, user: AbstractBaseUser, purpose: str, **fields: Any) -> Campaign:
+    """``create_draft`` with ``fields``, then marked as made from ``original`` for ``purpose`` (Origin)."""
+    draft = create_draft(user, **fields).campaign
+    Campaign.objects.filter(pk=draft.pk).update(origin=original, origin_purpose=purpose)
+    draft.origin, draft.origin_purpose = original, purpose
+    return draft
 
 
 # --- the scheduler's actions (campaigns/fanout.py) -----------------------------------------------

@@ -81,7 +81,7 @@ class CampaignCreateView(APIView):
 class CampaignDetailView(APIView):
     @extend_schema(operation_id="get_campaign", responses={200: CampaignSerializer, 401: _ERROR, 404: _ERROR})
     def get(self, request: Request, pk: int) -> Response:
-        """A campaign's state, content hash, approvals and audit trail; per-state counts come with the fan-out."""
+        """A campaign's state, content hash, counts per state, the ledger of a cancel, approvals and audit trail."""
         return Response(CampaignSerializer(_campaign(pk, request.auth)).data)
 
 

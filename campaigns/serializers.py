@@ -17,6 +17,7 @@ from backend.notifications.api.serializers import (
     UserIdField,
 )
 from backend.notifications.models import Channel, Kind, TemplateVersion
+from campaigns import ledger as ledgers
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment
 
 # Users listed in the body of one request; a bigger audience is an uploaded list segment.
@@ -161,8 +162,43 @@ class SegmentSummarySerializer(serializers.ModelSerializer):
         fields = ["id", "name", "kind"]
 
 
+class CountsSerializer(serializers.Serializer):
+    """Notifications per state."""
+
+    queued = serializers.IntegerField()
+    scheduled = serializers.IntegerField()
+    sending = serializers.IntegerField()
+    sent = serializers.IntegerField(help_text="Handed to a provider and accepted.")
+    failed = serializers.IntegerField()
+    suppressed = serializers.IntegerField()
+    expired = serializers.IntegerField()
+    cancelled = serializers.IntegerField()
+
+
+class InFlightOutcomeSerializer(serializers.Serializer):
+    """What became of the notifications in flight (sending) at the cancel."""
+
+    sent = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    expired = serializers.IntegerField()
+    cancelled = serializers.IntegerField()
+    still_in_flight = serializers.IntegerField(help_text="Still sending, or queued for a retry.")
+
+
+class LedgerSerializer(serializers.Serializer):
+    """The exact ledger of a cancelled campaign: ``sent`` = ``sent_at_cancel`` + ``in_flight_outcome.sent``."""
+
+    cancelled_at = serializers.DateTimeField()
+    cancelled_by = serializers.CharField(help_text="The username who cancelled.")
+    sent = serializers.IntegerField(help_text="Handed to a provider and accepted, to date.")
+    sent_at_cancel = serializers.IntegerField()
+    cancelled = serializers.IntegerField(help_text="Not yet handed to a provider at the cancel: never sent.")
+    in_flight_at_cancel = serializers.IntegerField(help_text="Being handed to a provider at the cancel.")
+    in_flight_outcome = InFlightOutcomeSerializer()
+
+
 class CampaignSerializer(serializers.ModelSerializer):
-    """A campaign as its creator may read it: state, frozen content hash, approvals and audit trail."""
+    """A campaign as its creator may read it: state, frozen content hash, counts, ledger, approvals and audit trail."""
 
     kind = serializers.SlugRelatedField(slug_field="name", read_only=True)
     segment = SegmentSummarySerializer(read_only=True)
@@ -171,8 +207,10 @@ class CampaignSerializer(serializers.ModelSerializer):
     correction = serializers.SerializerMethodField()
     author = serializers.SlugRelatedField(slug_field="username", read_only=True)
     counts = serializers.SerializerMethodField(
-        help_text="Notifications per state (queued, sent, failed, suppressed…): null until the fan-out, "
-        "which is not built yet, has created them."
+        help_text="Its notifications per state, every state named (0 before the fan-out made any)."
+    )
+    ledger = serializers.SerializerMethodField(
+        help_text="The exact split of a cancel (campaigns/ledger.py); null unless the campaign was cancelled."
     )
     approvals = ApprovalSerializer(many=True, read_only=True)
     audit = AuditSerializer(many=True, read_only=True)
@@ -181,8 +219,8 @@ class CampaignSerializer(serializers.ModelSerializer):
         model = Campaign
         fields = [
             "id", "name", "state", "kind", "channel", "segment", "template_versions", "params", "schedule", "end_at",
-            "correction", "content_hash", "author", "created_at", "updated_at", "submitted_at", "counts", "approvals",
-            "audit",
+            "correction", "content_hash", "author", "created_at", "updated_at", "submitted_at", "counts", "ledger",
+            "approvals", "audit",
         ]  # fmt: skip
 
     @extend_schema_field(OpenApiTypes.OBJECT)
@@ -199,6 +237,18 @@ class CampaignSerializer(serializers.ModelSerializer):
     def get_correction(self, campaign: Campaign) -> dict:
         return {"template_version": campaign.correction_version_id, "none_reason": campaign.correction_none_reason}
 
-    @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_counts(self, campaign: Campaign) -> None:
-        return None
+    @extend_schema_field(CountsSerializer)
+    def get_counts(self, campaign: Campaign) -> dict[str, int]:
+        return self._ledger(campaign).counts
+
+    @extend_schema_field(LedgerSerializer(allow_null=True))
+    def get_ledger(self, campaign: Campaign) -> dict | None:
+        split = self._ledger(campaign).cancel
+        return None if split is None else LedgerSerializer(ledgers.as_dict(split)).data
+
+    def _ledger(self, campaign: Campaign) -> ledgers.Ledger:
+        """Counted once per campaign per answer: one GROUP BY serves ``counts`` and ``ledger``."""
+        cache = self.context.setdefault("ledgers", {})
+        if campaign.pk not in cache:
+            cache[campaign.pk] = ledgers.ledger(campaign)
+        return cache[campaign.pk]

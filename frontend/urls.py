@@ -2,6 +2,7 @@ from django.urls import path
 
 from frontend import preferences, unsubscribe, views
 from frontend.campaigns import composer
+from frontend.campaigns import progress as campaign_page
 from frontend.campaigns import report as campaign_report
 from frontend.campaigns import views as segments
 from frontend.editor import views as editor
@@ -43,4 +44,11 @@ urlpatterns = [
     path("campaigns/preflight", composer.compose_preflight, name="campaign-preflight"),
     path("campaigns/<int:pk>/edit", composer.compose_edit, name="campaign-edit"),
     path("campaigns/<int:pk>/review", composer.review, name="campaign-review"),
+    # Staff: a campaign's page, its progress, cancel, ledger, remainder and correction (frontend/campaigns/progress.py).
+    path("campaigns/<int:pk>/", campaign_page.detail, name="campaign"),
+    path("campaigns/<int:pk>/progress", campaign_page.progress, name="campaign-progress"),
+    path("campaigns/<int:pk>/cancel", campaign_page.cancel, name="campaign-cancel"),
+    path("campaigns/<int:pk>/ledger.csv", campaign_page.ledger_csv, name="campaign-ledger-csv"),
+    path("campaigns/<int:pk>/resend", campaign_page.resend, name="campaign-resend"),
+    path("campaigns/<int:pk>/correct", campaign_page.correct, name="campaign-correct"),
 ]

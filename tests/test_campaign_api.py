@@ -7,7 +7,7 @@ import pytest
 import time_machine
 from rest_framework.test import APIClient
 
-from backend.notifications.models import ApiClient
+from backend.notifications.models import ApiClient, State
 from campaigns import actions
 from campaigns.models import Campaign, CampaignAudit, Segment
 from campaigns.serializers import MAX_INLINE_USER_IDS
@@ -43,7 +43,7 @@ def test_it_creates_a_draft_with_a_list_segment_of_the_users(create):
     assert (body["state"], body["kind"], body["channel"], body["content_hash"]) == ("draft", "promo", "email", "")
     assert body["schedule"] == {"mode": "at", "send_at": "2026-12-05T09:00:00Z", "local_time": None}
     assert body["correction"] == {"template_version": None, "none_reason": BODY["correction"]["none_reason"]}
-    assert body["counts"] is None and body["approvals"] == []
+    assert set(body["counts"].values()) == {0} and body["ledger"] is None and body["approvals"] == []
     assert [(row["actor"], row["action"]) for row in body["audit"]] == [("api:orders", "create")]
     assert sorted(campaign.segment.members.values_list("user_id", flat=True)) == ["u-ar-1", "u-en-1"]
     assert (campaign.author, campaign.client.name, campaign.segment.kind) == (None, "orders", Segment.Kind.LIST)
@@ -145,9 +145,23 @@ def test_the_schema_lists_the_campaign_endpoints_without_an_approve_path(client)
     assert not [path for path in paths if "approve" in path]
 
 
-def test_the_counts_wait_for_the_fan_out(client):
-    schema = client.get("/api/v1/openapi.json").json()["components"]["schemas"]["Campaign"]
-    assert "not built yet" in schema["properties"]["counts"]["description"]
+def test_the_schema_describes_the_counts_per_state_and_the_ledger(client):
+    schemas = client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    counts = schemas["Counts"]
+    assert set(counts["properties"]) == set(counts["required"]) == set(State.values)
+    ledger = schemas["Ledger"]["properties"]
+    assert set(ledger) == {
+        "cancelled_at", "cancelled_by", "sent", "sent_at_cancel", "cancelled", "in_flight_at_cancel",
+        "in_flight_outcome",
+    }  # fmt: skip
+    assert set(schemas["InFlightOutcome"]["properties"]) == {
+        "sent",
+        "failed",
+        "expired",
+        "cancelled",
+        "still_in_flight",
+    }
+    assert schemas["Campaign"]["properties"]["ledger"]["nullable"] is True
 
 
 def test_a_schedule_in_local_time_and_an_end_time(create):
@@ -163,7 +177,8 @@ def test_reading_a_campaign_takes_a_fixed_number_of_queries(api, create, markete
     CampaignAudit.objects.bulk_create(
         CampaignAudit(campaign=campaign, actor=approver, actor_name="approver", action="edit") for _ in range(5)
     )
-    # The key's client, the campaign with its kind, segment and author, its approvals with approvers, its audit.
-    with django_assert_num_queries(4):
+    # The key's client, the campaign with its kind, segment and author, its approvals with approvers, its audit,
+    # and one GROUP BY of its notifications per state (the counts).
+    with django_assert_num_queries(5):
         response = api.get(f"/api/v1/campaigns/{campaign.pk}")
     assert len(response.json()["audit"]) == 6

@@ -130,4 +130,6 @@ def test_cancel_by_the_author_or_an_approver_only(marketer, approver, outsider):
     with pytest.raises(actions.CampaignRefused, match="is already cancelled"):
         actions.cancel(campaign, marketer)
     assert audit_trail(campaign)[-1] == ("approver", "cancel")
-    assert CampaignAudit.objects.filter(campaign=campaign).last().detail == {"from_state": "submitted"}
+    assert CampaignAudit.objects.filter(campaign=campaign).last().detail == {
+        "from_state": "submitted", "sent": 0, "cancelled": 0, "in_flight": 0, "counts": {},
+    }  # fmt: skip

@@ -125,12 +125,21 @@ def expire(notification: Notification, from_state: str = State.QUEUED) -> bool:
 
 
 def requeue_for_retry(notification: Notification, delay: float, error: str) -> bool:
-    """Put a notification back in its queue after a transient error, due in ``delay`` seconds."""
+    """Put a notification back in its queue after a transient error, due in ``delay`` seconds.
+
+    A campaign's row whose campaign was cancelled while it was in flight is not retried: it
+    ends ``cancelled`` (a retry would hand it to a provider after the cancel). False then.
+    """
     due = timezone.now() + timedelta(seconds=delay)
     with transaction.atomic():
-        moved = transition(notification, State.QUEUED, "retry", queued_at=due, last_error=error[:2000])
+        moved = transition(
+            notification, State.QUEUED, "retry", where={"campaign__cancelled_at__isnull": True}, queued_at=due,
+            last_error=error[:2000],
+        )  # fmt: skip
         if moved:
             enqueue_on_commit(notification, delay)
+        elif notification.campaign_id:
+            transition(notification, State.CANCELLED, "campaign-cancelled", last_error=error[:2000])
     return moved
 
 

@@ -120,6 +120,8 @@ GROUP_PERMISSIONS = {
         "view_breakerevent",
         "view_velocityalarm",
         "inbox.view_inboxmessage",  # "did it reach the inbox? was it read?"
+        "campaigns.view_campaign",  # "was I in that campaign?": its page, counts and ledger
+        "campaigns.view_campaignaudit",
     ],
     "template editor": ["view_kind", "view_templateversion", "add_templateversion", "change_templateversion"],
     "marketer": [

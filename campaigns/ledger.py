@@ -1,0 +1,194 @@
+"""What a campaign's notifications became: counts per state, the exact split of a cancel, its rows for download.
+
+Every figure comes from one ``GROUP BY state`` on the (campaign, state) index
+(``notification_campaign_idx``), never from a Python loop over rows, so it stays cheap at
+a million recipients.
+
+The split of a cancel is exact without keeping the ids of the rows in flight: ``cancel``
+(``stop_unsent``) turns every row not yet handed to a provider (``queued``, ``scheduled``)
+into ``cancelled`` in the transaction that records the per-state counts at that instant
+in the audit row (``CampaignAudit.detail["counts"]``). After it, only the rows that were
+``sending`` can still change state, so today's counts minus those at the cancel say what
+became of them (sent, failed, expired…). ``sent`` is always "handed to a provider and
+accepted": the figure a provider's own record must match.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+from django.db.models import Count
+
+from backend.notifications.models import Notification, State, StateChange
+from campaigns.models import Campaign, CampaignAudit, Segment, SegmentMember
+
+CANCEL_REASON = "campaign-cancelled"
+# Not yet handed to a provider: what a cancel stops.
+UNSENT = (State.QUEUED, State.SCHEDULED)
+# Rows in these states may still change; the rest is final.
+OPEN_STATES = (State.QUEUED, State.SCHEDULED, State.SENDING)
+# What became of the rows in flight at a cancel, in the order a person reads it.
+IN_FLIGHT_OUTCOMES = (State.SENT, State.FAILED, State.EXPIRED, State.CANCELLED)
+CSV_COLUMNS = ("user_id", "address", "state", "reason", "provider", "sent_at")
+
+
+def counts(campaign: Campaign) -> dict[str, int]:
+    """Notifications of ``campaign`` per state, every state named (0 when none): one GROUP BY on the index."""
+    found = dict(Notification.objects.filter(campaign=campaign).order_by().values_list("state").annotate(n=Count("pk")))
+    return {state: found.get(state, 0) for state in State.values}
+
+
+def stop_unsent(campaign: Campaign, at: datetime) -> int:
+    """Cancel every row of ``campaign`` not yet handed to a provider, with its history row; how many.
+
+    Set-based: the rows are locked (``FOR UPDATE``) and moved to ``cancelled`` (reason
+    ``campaign-cancelled``), and the history of exactly those rows is written by the same
+    statement. The rows whose task is already in Redis (``queued_at`` set, at most
+    ``NOTIFY_CAMPAIGN_FEED``) go first, in a statement of their own, so the only rows a worker
+    could claim are locked within a fraction of a second, however many rows the campaign has;
+    the rest (no task, and the feeder feeds running campaigns only) follow. A worker's claim
+    (``queued`` → ``sending``, a conditional UPDATE) that commits first keeps its row —
+    PostgreSQL re-reads a row it waited for and drops it from the cancel once it is ``sending``
+    — and a claim that comes after finds the row cancelled and hands nothing over.
+    """
+    notification, history = Notification._meta.db_table, StateChange._meta.db_table
+    now = connection.ops.adapt_datetimefield_value(at)
+    unsent = list(UNSENT)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            stopped = 0
+            for only in ("AND state = 'queued' AND queued_at IS NOT NULL", ""):
+                cursor.execute(
+                    f"WITH target AS ("
+                    f"  SELECT id, state FROM {notification} WHERE campaign_id = %s AND state = ANY(%s) {only}"
+                    f"  FOR UPDATE"
+                    f"), stopped AS ("
+                    f"  UPDATE {notification} n SET state = %s, reason = %s, updated_at = %s"
+                    f"  FROM target WHERE n.id = target.id RETURNING n.id, target.state AS from_state"
+                    f") INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
+                    f" SELECT id, from_state, %s, %s, %s FROM stopped",
+                    [campaign.pk, unsent, State.CANCELLED, CANCEL_REASON, now, State.CANCELLED, CANCEL_REASON, now],
+                )
+                stopped += cursor.rowcount
+            return stopped
+        # SQLite (the embedded default) serialises writers: the history first, then the rows it names.
+        placeholders = ", ".join("%s" for _ in unsent)
+        cursor.execute(
+            f"INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
+            f" SELECT id, state, %s, %s, %s FROM {notification} WHERE campaign_id = %s AND state IN ({placeholders})",
+            [State.CANCELLED, CANCEL_REASON, now, campaign.pk, *unsent],
+        )
+        cursor.execute(
+            f"UPDATE {notification} SET state = %s, reason = %s, updated_at = %s"
+            f" WHERE campaign_id = %s AND state IN ({placeholders})",
+            [State.CANCELLED, CANCEL_REASON, now, campaign.pk, *unsent],
+        )
+        return cursor.rowcount
+
+
+@dataclass(frozen=True)
+class CancelSplit:
+    """The exact ledger of a cancelled campaign.
+
+    ``sent``: handed to a provider and accepted, now (before the cancel and by rows in flight
+    then). ``cancelled``: stopped by the cancel. ``in_flight``: ``sending`` at the cancel, and
+    ``in_flight_outcome`` what became of them (``sent``, ``failed``, ``expired``, ``cancelled``,
+    and ``still_in_flight``: sending, or queued for a retry).
+    """
+
+    cancelled_at: datetime
+    cancelled_by: str
+    sent_at_cancel: int
+    sent: int
+    cancelled: int
+    in_flight: int
+    in_flight_outcome: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A campaign's notifications per state (``counts``) and, once cancelled, the split of the cancel."""
+
+    counts: dict[str, int]
+    cancel: CancelSplit | None
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def ledger(campaign: Campaign, now_counts: dict[str, int] | None = None) -> Ledger:
+    """``campaign``'s ledger; ``now_counts`` when the caller already counted (``counts``).
+
+    Two queries at most: the counts and the cancel's audit row.
+    """
+    now = now_counts if now_counts is not None else counts(campaign)
+    if campaign.state != Campaign.State.CANCELLED:
+        return Ledger(now, None)
+    audit = CampaignAudit.objects.filter(campaign=campaign, action=CampaignAudit.Action.CANCEL).order_by("-at").first()
+    return Ledger(now, _split(campaign, audit, now) if audit else None)
+
+
+def _split(campaign: Campaign, audit: CampaignAudit, now: dict[str, int]) -> CancelSplit:
+    then = {state: audit.detail.get("counts", {}).get(state, 0) for state in State.values}
+    in_flight = then[State.SENDING]
+    outcome = {state: now[state] - then[state] for state in IN_FLIGHT_OUTCOMES}
+    outcome["still_in_flight"] = in_flight - sum(outcome.values())
+    return CancelSplit(
+        cancelled_at=campaign.cancelled_at or audit.at,
+        cancelled_by=audit.actor_name,
+        sent_at_cancel=then[State.SENT],
+        sent=now[State.SENT],
+        cancelled=then[State.CANCELLED],
+        in_flight=in_flight,
+        in_flight_outcome=outcome,
+    )
+
+
+def as_dict(split: CancelSplit | None) -> dict[str, Any] | None:
+    """The split as JSON-able data (the API's ``ledger``); None when the campaign was not cancelled."""
+    if split is None:
+        return None
+    return {
+        "cancelled_at": split.cancelled_at,
+        "cancelled_by": split.cancelled_by,
+        "sent": split.sent,
+        "sent_at_cancel": split.sent_at_cancel,
+        "cancelled": split.cancelled,
+        "in_flight_at_cancel": split.in_flight,
+        "in_flight_outcome": split.in_flight_outcome,
+    }
+
+
+def rows(campaign: Campaign, after: str = "", limit: int = 5000) -> list[tuple]:
+    """The next ``limit`` rows of ``campaign`` after idempotency key ``after``, in key (user id) order.
+
+    Each row: (idempotency key, user id, phone, email, state, reason, provider, sent_at); the
+    caller masks the contacts. Keyset pages on the UNIQUE (scope, key) index, so the millionth
+    row costs what the first did. Raw contacts never leave the view that masks them.
+    """
+    scope = f"campaign:{campaign.pk}"
+    return list(
+        Notification.objects.filter(idempotency_scope=scope, idempotency_key__gt=after)
+        .order_by("idempotency_key")
+        .values_list(
+            "idempotency_key", "recipient__user_id", "recipient__phone", "recipient__email", "state", "reason",
+            "provider", "sent_at",
+        )[:limit]
+    )  # fmt: skip
+
+
+def copy_recipients(campaign: Campaign, state: str, segment: Segment) -> int:
+    """Make the recipients whose notification of ``campaign`` is in ``state`` the members of ``segment``; how many.
+
+    One INSERT … SELECT on the (campaign, state) index: a remainder of a million is no Python loop.
+    """
+    member, notification = SegmentMember._meta.db_table, Notification._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {member} (segment_id, recipient_id)"
+            f" SELECT %s, recipient_id FROM {notification} WHERE campaign_id = %s AND state = %s",
+            [segment.pk, campaign.pk, state],
+        )
+        return cursor.rowcount
