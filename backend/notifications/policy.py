@@ -30,7 +30,8 @@ from backend.notifications.providers.base import provider_for_channel
 
 logger = logging.getLogger(__name__)
 
-_WINDOW_SECONDS = {"h": 3600, "d": 86400}
+# Seconds of each rate-limit window unit of ``NOTIFY_RATE_LIMITS`` (the fan-out counts the same windows).
+WINDOW_SECONDS = {"h": 3600, "d": 86400}
 # Seconds an OTP caller waits before retrying while its limit cannot be checked: about twice
 # shared_state.DOWN_MEMO_SECONDS, so the retry meets a fresh connection attempt.
 OTP_RETRY_AFTER = 2
@@ -160,7 +161,7 @@ def _watch_velocity(recipient: Recipient, now: float) -> None:
 def _rate_windows(kind: Kind, recipient: Recipient) -> list[rate_limits.Window]:
     limits = settings.NOTIFY["RATE_LIMITS"].get(kind.category, {})
     return [
-        rate_limits.Window(f"rate:{recipient.pk}:{kind.category}:{unit}", _WINDOW_SECONDS[unit], limit)
+        rate_limits.Window(f"rate:{recipient.pk}:{kind.category}:{unit}", WINDOW_SECONDS[unit], limit)
         for unit, limit in sorted(limits.items())
     ]
 
