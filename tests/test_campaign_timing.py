@@ -246,6 +246,21 @@ def test_a_recipient_at_their_rate_limit_is_suppressed(zoned, marketer, approver
     }
 
 
+def test_the_live_path_counts_a_campaigns_notifications_against_the_limit(
+    demo_data, marketer, approver, send, settings
+):
+    """The fan-out counts live sends in SQL; the live path counts the campaign's rows (not in Redis) the same way."""
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"marketing": {"h": 1, "d": 10}}}
+    campaign = approved(marketer, approver, ["u-en-1"])
+    fanout.tick()
+    assert rows(campaign)["u-en-1"][:2] == ("queued", "")
+
+    response = send({"user_id": "u-en-1", "kind": "promo", "params": {"percent": "5"}}, key="promo-after-campaign")
+
+    # promo folds what is over its limit into a digest (policy._over_limit): not sent on its own.
+    assert (response.json()["state"], response.json()["reason"]) == ("suppressed", "digested")
+
+
 def test_the_release_at_a_wave_moves_exactly_that_waves_rows(zoned, marketer, approver):
     with time_machine.travel(US_DST_DAY, tick=False):
         campaign = local_nine(marketer, approver, zoned)
