@@ -602,15 +602,15 @@ def release_due(now: datetime | None = None, limit: int = BATCH) -> int:
     """Move up to ``limit`` scheduled rows of running campaigns whose ``send_at`` came back to queued; how many.
 
     Their ``queued_at`` is NULL, so the feeder hands them over at its pace (``feed``); reason
-    ``send-at-reached`` as the sweeper's release, one history row each. Earliest first; a row a
-    cancel or an end moved meanwhile is left as it is (the UPDATE re-checks its state).
+    ``send-at-reached`` as the sweeper's release, one history row each. A row a cancel or an end
+    moved meanwhile is left as it is (the UPDATE re-checks its state).
     """
     now = now or timezone.now()
     notification = Notification._meta.db_table
     due = (
         f"SELECT d.id FROM {notification} d WHERE d.state = %s AND d.send_at <= %s"
         f" AND d.campaign_id IN (SELECT c.id FROM {Campaign._meta.db_table} c WHERE c.state = %s)"
-        f" ORDER BY d.send_at, d.id LIMIT %s"
+        f" LIMIT %s"
     )
     at = connection.ops.adapt_datetimefield_value(now)
     due_params = [State.SCHEDULED, at, Campaign.State.RUNNING, limit]
