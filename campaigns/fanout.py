@@ -351,7 +351,8 @@ def _select_new_notifications(plan: Plan, after: int, upper: int) -> tuple[str, 
     now = connection.ops.adapt_datetimefield_value(moment)
     verdicts_sql, verdicts_params = verdicts(plan, after, upper, moment)
     # The OFFSET keeps the verdicts a subquery of their own: pulled up into this SELECT, their reason
-    # (with its rate-limit subquery) was computed once per reference below, seven times a row.
+    # CASE was computed once per reference below, seven times a row (a correlated subquery in it made
+    # a 20,000-row batch's SELECT 1.6 s instead of 0.4 s).
     sql = f"""
 SELECT {new_id}, %s || made.user_id, %s, '', made.recipient_id, %s, %s, %s,
        CASE WHEN made.reason = '' THEN {as_json} ELSE {as_json} END,

@@ -180,7 +180,7 @@ def campaign_events(kind: Kind, recipient: Recipient, since: float) -> list[floa
 
     A campaign's fan-out makes its rows set-based in SQL and counts no Redis event: the live
     path counts them from here, as the fan-out counts every notification in SQL
-    (``campaigns/fanout._rate_limit_when``: standard priority, not suppressed), so both see the
+    (``campaigns/fanout._over_rate_limit_table``: standard priority, not suppressed), so both see the
     same total. One query over the (recipient, created_at) index.
     """
     made = Notification.objects.filter(
