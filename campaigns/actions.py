@@ -633,6 +633,22 @@ def start(campaign: Campaign) -> bool:
     return bool(moved)
 
 
+def record_schedule(campaign: Campaign, detail: dict[str, Any]) -> None:
+    """Audit, as the scheduler, when a started local-time campaign goes out: ``detail`` holds its start and waves.
+
+    Written once, right after ``start`` (``fanout.start_due``; shape in ``fanout.schedule_detail``).
+    """
+    _scheduler_audit(campaign, CampaignAudit.Action.SCHEDULE, **detail)
+
+
+def record_end(campaign: Campaign, detail: dict[str, Any]) -> None:
+    """Audit, as the scheduler, that ``campaign``'s end time came and nothing of it is left to hand over.
+
+    ``detail``: ``end_at`` and the notifications per state then (``fanout.end_due``).
+    """
+    _scheduler_audit(campaign, CampaignAudit.Action.END, **detail)
+
+
 def finish(campaign: Campaign, counts: dict[str, int]) -> bool:
     """Move a running campaign to done once nothing of it is left to send; False if it was not running.
 

@@ -17,7 +17,7 @@ dropping transactional mail).
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
@@ -25,12 +25,22 @@ from django.utils import timezone
 
 from backend.notifications import pricing, quiet_hours, rate_limits
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard
-from backend.notifications.models import Channel, Kind, Preference, Priority, Recipient, State, VelocityAlarm
+from backend.notifications.models import (
+    Channel,
+    Kind,
+    Notification,
+    Preference,
+    Priority,
+    Recipient,
+    State,
+    VelocityAlarm,
+)
 from backend.notifications.providers.base import provider_for_channel
 
 logger = logging.getLogger(__name__)
 
-_WINDOW_SECONDS = {"h": 3600, "d": 86400}
+# Seconds of each rate-limit window unit of ``NOTIFY_RATE_LIMITS`` (the fan-out counts the same windows).
+WINDOW_SECONDS = {"h": 3600, "d": 86400}
 # Seconds an OTP caller waits before retrying while its limit cannot be checked: about twice
 # shared_state.DOWN_MEMO_SECONDS, so the retry meets a fresh connection attempt.
 OTP_RETRY_AFTER = 2
@@ -160,15 +170,44 @@ def _watch_velocity(recipient: Recipient, now: float) -> None:
 def _rate_windows(kind: Kind, recipient: Recipient) -> list[rate_limits.Window]:
     limits = settings.NOTIFY["RATE_LIMITS"].get(kind.category, {})
     return [
-        rate_limits.Window(f"rate:{recipient.pk}:{kind.category}:{unit}", _WINDOW_SECONDS[unit], limit)
+        rate_limits.Window(f"rate:{recipient.pk}:{kind.category}:{unit}", WINDOW_SECONDS[unit], limit)
         for unit, limit in sorted(limits.items())
     ]
 
 
+def campaign_events(kind: Kind, recipient: Recipient, since: float) -> list[float]:
+    """Epoch seconds (oldest first) of campaign notifications of ``kind``'s category to ``recipient`` since ``since``.
+
+    A campaign's fan-out makes its rows set-based in SQL and counts no Redis event: the live
+    path counts them from here, as the fan-out counts every notification in SQL
+    (``campaigns/fanout._over_rate_limit_table``: standard priority, not suppressed), so both see the
+    same total. One query over the (recipient, created_at) index.
+    """
+    made = Notification.objects.filter(
+        recipient=recipient, campaign__isnull=False, kind__category=kind.category, priority=Priority.STANDARD,
+        created_at__gt=datetime.fromtimestamp(since, tz=UTC),
+    ).exclude(state=State.SUPPRESSED)  # fmt: skip
+    return [at.timestamp() for at in made.order_by("created_at").values_list("created_at", flat=True)]
+
+
 def _rate_verdict(kind: Kind, recipient: Recipient, now: float) -> rate_limits.Verdict:
-    """The user's rate limits for the kind's category; fails OPEN (allowed) without Redis."""
+    """The user's rate limits for the kind's category; fails OPEN (allowed) without Redis.
+
+    Each window's room is its limit less the recipient's campaign notifications in it
+    (``campaign_events``); a window they fill refuses without asking Redis.
+    """
+    windows = _rate_windows(kind, recipient)
+    if not any(window.limit > 0 for window in windows):
+        return rate_limits.Verdict(True)
+    events = campaign_events(kind, recipient, now - max(window.seconds for window in windows))
+    left = []
+    for window in windows:
+        inside = [at for at in events if at > now - window.seconds]
+        if window.limit > 0 and len(inside) >= window.limit:
+            return rate_limits.Verdict(False, window, inside[0] + window.seconds)
+        left.append(rate_limits.Window(window.key, window.seconds, window.limit - len(inside)))
     try:
-        return rate_limits.hit(_rate_windows(kind, recipient), now)
+        return rate_limits.hit(left, now)
     except RedisUnavailable:
         return rate_limits.Verdict(True)
 

@@ -6,7 +6,8 @@ scheduler process periodically re-enqueues rows whose task may be lost
 (DESIGN.md §2, at-least-once): ``sending`` whose lease expired (its worker
 died: a live one renews it, see lease.py) goes back to ``queued``; ``queued``
 past the tier's visibility timeout, in a tier whose queue lacks tasks, is
-enqueued again; ``scheduled`` rows whose ``send_at`` has come are released.
+enqueued again; ``scheduled`` rows whose ``send_at`` has come are released
+(a campaign's are the campaign tick's, ``campaigns/fanout.release_due``).
 A task enqueued twice is harmless: only one worker wins the claim.
 
 Each tier has its own timing: the high tier is swept every
@@ -103,7 +104,10 @@ def sweep(now: datetime | None = None, tiers: Iterable[str] = TIERS) -> SweepRep
     # Pushed forward so the next sweep leaves them alone for another timeout.
     Notification.objects.filter(pk__in=stale_queued, state=State.QUEUED).update(queued_at=now)
 
-    due_ids = list(notifications.filter(state=State.SCHEDULED, send_at__lte=now).values_list("pk", flat=True)[:BATCH])
+    # A campaign's scheduled rows are released by the campaign tick (campaigns/fanout.release_due), set-based
+    # and paced by its feeder: enqueued here, a wave of a million rows would be a million tasks at once.
+    scheduled = notifications.filter(state=State.SCHEDULED, send_at__lte=now, campaign__isnull=True)
+    due_ids = list(scheduled.values_list("pk", flat=True)[:BATCH])
     due = _move(due_ids, State.SCHEDULED, "send-at-reached", send_at__lte=now)
 
     _enqueue(stale_sending + stale_queued + due)
