@@ -158,7 +158,9 @@ def start_due(now: datetime | None = None) -> list[int]:
 
 
 def started_at(campaign: Campaign) -> datetime | None:
-    """When the scheduler started ``campaign`` (its ``start`` audit row); None if it has not started."""
+    """When the scheduler started ``campaign`` (its ``start`` audit row); None if it has not started (or is unsaved)."""
+    if campaign.pk is None:
+        return None
     audit = CampaignAudit.objects.filter(campaign=campaign, action=CampaignAudit.Action.START)
     return audit.order_by("at").values_list("at", flat=True).first()
 
@@ -451,7 +453,7 @@ def _over_rate_limit_table(plan: Plan, after: int, upper: int, now: datetime) ->
         f" AND n.priority = %s AND n.state <> %s AND (n.campaign_id IS NULL OR n.campaign_id <> %s)"
         f" GROUP BY n.recipient_id HAVING {full}"
     )
-    where = [after, upper, widest, kind.category, Priority.STANDARD, State.SUPPRESSED, plan.campaign.pk]
+    where = [after, upper, widest, kind.category, Priority.STANDARD, State.SUPPRESSED, plan.campaign.pk or 0]
     return sql, [*where, *params]
 
 

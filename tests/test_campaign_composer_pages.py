@@ -65,8 +65,9 @@ def test_anonymous_visitors_go_to_the_login_page(client, demo_data, url):
 @pytest.mark.parametrize(
     ("persona", "url", "status"),
     [
-        ("outsider", LIST, 403),
+        ("outsider", LIST, 200),  # support agents follow campaigns (view_campaign) but never compose
         ("outsider", NEW, 403),
+        ("editor", LIST, 403),
         ("editor", NEW, 403),
         ("approver", NEW, 403),  # approvers review; they do not compose
         ("approver", LIST, 200),
@@ -85,7 +86,7 @@ def test_the_list_shows_each_campaign_with_its_state_author_and_audience(client,
 
     page = logged_in(client, marketer).get(LIST).content.decode()
 
-    assert f'href="/campaigns/{campaign.pk}/"' in page
+    assert f'href="/campaigns/{campaign.pk}/"' in page  # the campaign's own page
     assert "Submitted for approval" in page and ">marketer<" in page
     assert '<td class="seg-number">3</td>' in page
     assert 'id="new-campaign"' in page
