@@ -61,7 +61,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from backend.notifications import masking, quiet_hours
@@ -80,7 +80,7 @@ from backend.notifications.models import (
 from backend.notifications.policy import WINDOW_SECONDS
 from backend.notifications.queues import HUEYS
 from backend.notifications.tasks import enqueue_delivery
-from campaigns import actions
+from campaigns import actions, ledger
 from campaigns.audience import recipients
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
 from campaigns.waves import wave_instant, waves
@@ -586,13 +586,18 @@ def feed(limit: int | None = None) -> int:
     row. Raises ``RedisUnavailable`` when the queue cannot be read.
     """
     room = (limit or settings.NOTIFY["CAMPAIGN_FEED"]) - HUEYS[Priority.STANDARD].pending_count()
-    not_ended = Q(end_at__isnull=True) | Q(end_at__gt=timezone.now())
-    running = list(Campaign.objects.filter(not_ended, state=Campaign.State.RUNNING).values_list("pk", flat=True))
-    if room <= 0 or not running:
+    if room <= 0:
         return 0
-    waiting = Notification.objects.filter(campaign__in=running, state=State.QUEUED, queued_at__isnull=True)
-    ids = list(waiting.order_by().values_list("pk", flat=True)[:room])
-    Notification.objects.filter(pk__in=ids, state=State.QUEUED, queued_at__isnull=True).update(queued_at=timezone.now())
+    not_ended = Q(end_at__isnull=True) | Q(end_at__gt=timezone.now())
+    with transaction.atomic():
+        # The campaigns' row locks, held until the rows are marked: a cancel (FOR UPDATE) waits for this
+        # feed and then stops what it marked, or this feed waits for the cancel and no longer sees the campaign.
+        running = _lock_running(Campaign.objects.filter(not_ended, state=Campaign.State.RUNNING))
+        waiting = Notification.objects.filter(campaign__in=running, state=State.QUEUED, queued_at__isnull=True)
+        ids = list(waiting.order_by().values_list("pk", flat=True)[:room]) if running else []
+        Notification.objects.filter(pk__in=ids, state=State.QUEUED, queued_at__isnull=True).update(
+            queued_at=timezone.now()
+        )
     for pk in ids:
         enqueue_delivery(str(pk), Priority.STANDARD, priority=CAMPAIGN_PRIORITY)
     return len(ids)
@@ -714,6 +719,38 @@ def _move_with_history(
         return moved
 
 
+def _lock_running(campaigns: QuerySet[Campaign]) -> list[int]:
+    """The ids of ``campaigns``, their rows locked ``FOR KEY SHARE`` until the transaction ends (PostgreSQL).
+
+    That lock waits for a cancel (``FOR UPDATE``) and makes it wait, but not a fan-out batch
+    (``FOR NO KEY UPDATE``), so feeding never waits for a batch under way. SQLite has one writer
+    at a time: no lock needed.
+    """
+    sql, params = campaigns.order_by("pk").values("pk").query.sql_with_params()
+    lock = " FOR KEY SHARE" if connection.vendor == "postgresql" else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql}{lock}", params)
+        return [pk for (pk,) in cursor.fetchall()]
+
+
+def stop_cancelled(limit: int = BATCH) -> int:
+    """Write ``cancelled`` on up to ``limit`` rows of cancelled campaigns that have no task yet; how many.
+
+    ``actions.cancel`` stopped every row a worker could claim in its transaction and counted the
+    rest cancelled; nothing feeds, releases or retries rows of a cancelled campaign, so writing
+    their state in chunks here (with history rows) changes no outcome, only how long a cancel of
+    a million rows holds its locks.
+    """
+    stopped = 0
+    now = timezone.now()
+    pending = Notification.objects.filter(campaign=OuterRef("pk"), state__in=ledger.UNSENT)
+    for campaign in Campaign.objects.filter(Exists(pending), state=Campaign.State.CANCELLED).order_by("pk"):
+        stopped += ledger.stop_unsent(campaign, now, limit=limit - stopped)
+        if stopped >= limit:
+            break
+    return stopped
+
+
 # --- 4. done -------------------------------------------------------------------------------------
 
 
@@ -748,6 +785,7 @@ def tick(batch: int = BATCH) -> bool:
     ):
         more |= not fan_out(campaign_id, batch, max_batches=1).complete
     more |= release_due(limit=batch) >= batch
+    more |= stop_cancelled(limit=batch) >= batch
     feed()
     finish_done()
     return more

@@ -34,55 +34,73 @@ CSV_COLUMNS = ("user_id", "address", "state", "reason", "provider", "sent_at")
 
 
 def counts(campaign: Campaign) -> dict[str, int]:
-    """Notifications of ``campaign`` per state, every state named (0 when none): one GROUP BY on the index."""
+    """Notifications of ``campaign`` per state, every state named (0 when none): one GROUP BY on the index.
+
+    A cancelled campaign's rows still ``queued`` or ``scheduled`` are counted ``cancelled``: the
+    cancel stopped them (nothing feeds, releases or retries a cancelled campaign's rows) and the
+    scheduler only writes their new state in chunks after it (``fanout.stop_cancelled``).
+    """
     found = dict(Notification.objects.filter(campaign=campaign).order_by().values_list("state").annotate(n=Count("pk")))
-    return {state: found.get(state, 0) for state in State.values}
+    result = {state: found.get(state, 0) for state in State.values}
+    if campaign.state == Campaign.State.CANCELLED:
+        result = as_cancelled(result)
+    return result
 
 
-def stop_unsent(campaign: Campaign, at: datetime) -> int:
-    """Cancel every row of ``campaign`` not yet handed to a provider, with its history row; how many.
+def as_cancelled(counts: dict[str, int]) -> dict[str, int]:
+    """``counts`` with the rows not yet handed over (``UNSENT``) moved to ``cancelled``."""
+    pending = sum(counts[state] for state in UNSENT)
+    return {**counts, **dict.fromkeys(UNSENT, 0), State.CANCELLED: counts[State.CANCELLED] + pending}
 
-    Set-based: the rows are locked (``FOR UPDATE``) and moved to ``cancelled`` (reason
-    ``campaign-cancelled``), and the history of exactly those rows is written by the same
-    statement. The rows whose task is already in Redis (``queued_at`` set, at most
-    ``NOTIFY_CAMPAIGN_FEED``) go first, in a statement of their own, so the only rows a worker
-    could claim are locked within a fraction of a second, however many rows the campaign has;
-    the rest (no task, and the feeder feeds running campaigns only) follow. A worker's claim
+
+def stop_unsent(campaign: Campaign, at: datetime, *, fed_only: bool = False, limit: int | None = None) -> int:
+    """Cancel rows of ``campaign`` not yet handed to a provider, with their history rows; how many.
+
+    ``fed_only``: only the rows whose task is already in Redis (``queued_at`` set, at most
+    ``NOTIFY_CAMPAIGN_FEED``, and retries waiting for their delay) — the only rows a worker
+    could claim, so ``actions.cancel`` stops them in its own transaction, in a fraction of a
+    second however big the campaign. ``limit``: at most that many rows (the chunks the
+    scheduler stops after the cancel, ``fanout.stop_cancelled``). Set-based: the rows are
+    locked (``FOR UPDATE``) and moved to ``cancelled`` (reason ``campaign-cancelled``), and the
+    history of exactly those rows is written by the same statement. A worker's claim
     (``queued`` → ``sending``, a conditional UPDATE) that commits first keeps its row —
-    PostgreSQL re-reads a row it waited for and drops it from the cancel once it is ``sending``
-    — and a claim that comes after finds the row cancelled and hands nothing over.
+    PostgreSQL re-reads a row it waited for and drops it from the cancel once it is
+    ``sending`` — and a claim that comes after finds the row cancelled and hands nothing over.
     """
     notification, history = Notification._meta.db_table, StateChange._meta.db_table
     now = connection.ops.adapt_datetimefield_value(at)
-    unsent = list(UNSENT)
+    only = f" AND state = '{State.QUEUED}' AND queued_at IS NOT NULL" if fed_only else ""
+    cap, cap_params = (" LIMIT %s", [limit]) if limit is not None else ("", [])
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            stopped = 0
-            for only in ("AND state = 'queued' AND queued_at IS NOT NULL", ""):
-                cursor.execute(
-                    f"WITH target AS ("
-                    f"  SELECT id, state FROM {notification} WHERE campaign_id = %s AND state = ANY(%s) {only}"
-                    f"  FOR UPDATE"
-                    f"), stopped AS ("
-                    f"  UPDATE {notification} n SET state = %s, reason = %s, updated_at = %s"
-                    f"  FROM target WHERE n.id = target.id RETURNING n.id, target.state AS from_state"
-                    f") INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
-                    f" SELECT id, from_state, %s, %s, %s FROM stopped",
-                    [campaign.pk, unsent, State.CANCELLED, CANCEL_REASON, now, State.CANCELLED, CANCEL_REASON, now],
-                )
-                stopped += cursor.rowcount
-            return stopped
+            cursor.execute(
+                f"WITH target AS ("
+                f"  SELECT id, state FROM {notification} WHERE campaign_id = %s AND state = ANY(%s){only}{cap}"
+                f"  FOR UPDATE"
+                f"), stopped AS ("
+                f"  UPDATE {notification} n SET state = %s, reason = %s, updated_at = %s"
+                f"  FROM target WHERE n.id = target.id RETURNING n.id, target.state AS from_state"
+                f") INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
+                f" SELECT id, from_state, %s, %s, %s FROM stopped",
+                [campaign.pk, list(UNSENT), *cap_params, State.CANCELLED, CANCEL_REASON, now, State.CANCELLED,
+                 CANCEL_REASON, now],
+            )  # fmt: skip
+            return cursor.rowcount
         # SQLite (the embedded default) serialises writers: the history first, then the rows it names.
-        placeholders = ", ".join("%s" for _ in unsent)
+        placeholders = ", ".join("%s" for _ in UNSENT)
+        # Ordered, so that the UPDATE's LIMIT picks the very rows whose history was just written.
+        chosen = (
+            f"SELECT id FROM {notification} WHERE campaign_id = %s AND state IN ({placeholders}){only} ORDER BY id{cap}"
+        )
+        chosen_params = [campaign.pk, *UNSENT, *cap_params]
         cursor.execute(
             f"INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
-            f" SELECT id, state, %s, %s, %s FROM {notification} WHERE campaign_id = %s AND state IN ({placeholders})",
-            [State.CANCELLED, CANCEL_REASON, now, campaign.pk, *unsent],
+            f" SELECT id, state, %s, %s, %s FROM {notification} WHERE id IN ({chosen})",
+            [State.CANCELLED, CANCEL_REASON, now, *chosen_params],
         )
         cursor.execute(
-            f"UPDATE {notification} SET state = %s, reason = %s, updated_at = %s"
-            f" WHERE campaign_id = %s AND state IN ({placeholders})",
-            [State.CANCELLED, CANCEL_REASON, now, campaign.pk, *unsent],
+            f"UPDATE {notification} SET state = %s, reason = %s, updated_at = %s WHERE id IN ({chosen})",
+            [State.CANCELLED, CANCEL_REASON, now, *chosen_params],
         )
         return cursor.rowcount
 
@@ -179,16 +197,17 @@ def rows(campaign: Campaign, after: str = "", limit: int = 5000) -> list[tuple]:
     )  # fmt: skip
 
 
-def copy_recipients(campaign: Campaign, state: str, segment: Segment) -> int:
-    """Make the recipients whose notification of ``campaign`` is in ``state`` the members of ``segment``; how many.
+def copy_recipients(campaign: Campaign, states: tuple[str, ...], segment: Segment) -> int:
+    """Make the recipients whose notification of ``campaign`` is in one of ``states`` members of ``segment``; how many.
 
     One INSERT … SELECT on the (campaign, state) index: a remainder of a million is no Python loop.
     """
     member, notification = SegmentMember._meta.db_table, Notification._meta.db_table
+    placeholders = ", ".join("%s" for _ in states)
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {member} (segment_id, recipient_id)"
-            f" SELECT %s, recipient_id FROM {notification} WHERE campaign_id = %s AND state = %s",
-            [segment.pk, campaign.pk, state],
+            f" SELECT %s, recipient_id FROM {notification} WHERE campaign_id = %s AND state IN ({placeholders})",
+            [segment.pk, campaign.pk, *states],
         )
         return cursor.rowcount

@@ -142,7 +142,7 @@ def test_a_row_in_flight_at_the_cancel_is_not_retried_after_it(running, marketer
 
 @pytest.mark.django_db(transaction=True)
 def test_hand_over_stops_at_once_while_a_fan_out_batch_is_under_way(audience, marketer, approver):
-    """The cancel stops committed rows before it waits for the batch under way, whose rows it then stops too."""
+    """The cancel stops fed rows before it waits for the batch under way, whose rows it then stops too."""
     campaign = submitted(marketer, segment=list_segment(audience, name="Cancel audience"))
     campaign = actions.approve(campaign, approver, campaign.content_hash)
     assert actions.start(campaign)
@@ -159,8 +159,8 @@ def test_hand_over_stops_at_once_while_a_fan_out_batch_is_under_way(audience, ma
             holding.clear()
         return made
 
-    def stop_then_tell(*args):
-        stopped = real_stop(*args)
+    def stop_then_tell(*args, **kwargs):
+        stopped = real_stop(*args, **kwargs)
         stops.append(holding.is_set())
         first_stop_done.set()
         return stopped
@@ -182,6 +182,8 @@ def test_hand_over_stops_at_once_while_a_fan_out_batch_is_under_way(audience, ma
     ):
         fanning = in_a_thread(lambda: report.append(fanout.fan_out(campaign.pk, batch=10)))
         assert second_batch_made.wait(10)
+        # The feeder handed the first batch over (the second is not committed yet): these rows have tasks.
+        fed = rows(campaign, State.QUEUED).update(queued_at=timezone.now())
         cancelling = in_a_thread(lambda: actions.cancel(campaign, marketer))
         assert first_stop_done.wait(10)
         # A worker's claim of a row of the first batch now waits for the cancel, then finds the row cancelled.
@@ -192,8 +194,38 @@ def test_hand_over_stops_at_once_while_a_fan_out_batch_is_under_way(audience, ma
         fanning.join(10)
 
     made = Notification.objects.filter(campaign=campaign).count()
-    assert stops == [True, False]  # the first stop came while the batch still held the campaign's lock
+    assert fed == 10
+    # The first stop came while the batch still held the campaign's lock; the second after it; the third, after
+    # the commit, writes the unfed rows of the second batch (counted cancelled already).
+    assert stops == [True, False, False]
     assert claimed is False
     assert report[0].complete is False and report[0].created == made
     assert ledger.counts(campaign)[State.CANCELLED] == made
     assert CampaignAudit.objects.get(campaign=campaign, action="cancel").detail["cancelled"] == made
+
+
+def test_a_big_cancel_locks_only_the_fed_rows_and_the_scheduler_writes_the_rest(running, approver, monkeypatch):
+    """Of 20 rows, 3 have a task: the cancel stops them and 2 more (its chunk); the other 15 follow in the tick."""
+    raw = Notification.objects.filter(campaign=running)
+    fed = list(rows(running, State.QUEUED)[:3].values_list("pk", flat=True))
+    raw.filter(pk__in=fed).update(queued_at=timezone.now())
+    monkeypatch.setattr(actions, "CANCEL_CHUNK", 2)
+
+    running = actions.cancel(running, approver)
+
+    assert set(raw.filter(pk__in=fed).values_list("state", flat=True)) == {State.CANCELLED}
+    assert raw.filter(state=State.CANCELLED).count() == 5 and raw.filter(state=State.QUEUED).count() == 15
+    # Every figure already says 20 cancelled: nothing can hand the other 15 over any more.
+    assert ledger.counts(running)[State.CANCELLED] == 20
+    assert CampaignAudit.objects.get(campaign=running, action="cancel").detail["cancelled"] == 20
+    assert fanout.feed() == 0 and fanout.release_due() == 0
+    assert fanout.fan_out(running.pk, batch=20).created == 0
+
+    assert fanout.stop_cancelled(limit=10) == 10
+    assert fanout.stop_cancelled(limit=10) == 5
+    assert fanout.stop_cancelled(limit=10) == 0
+    assert raw.filter(state=State.CANCELLED).count() == 20
+    assert StateChange.objects.filter(notification__campaign=running, to_state=State.CANCELLED).count() == 20
+    split = ledger.ledger(running).cancel
+    assert (split.cancelled, split.in_flight, split.sent) == (20, 0, 0)
+    assert set(split.in_flight_outcome.values()) == {0}
