@@ -5,9 +5,13 @@ at the system Chromium (``CHROMIUM_PATH``, default /usr/bin/chromium).
 """
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
+
+from backend.stubs.provider_server import StubServer
+from tests.providers_setup import write_providers_file
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls that
 # the tests make between page actions are still synchronous and safe.
@@ -77,3 +81,20 @@ def no_csp_violations(request):
     page.on("console", lambda message: "Content Security Policy" in message.text and refused.append(message.text))
     yield
     assert refused == []
+
+
+@pytest.fixture
+def stub(tmp_path, settings):
+    """The stub SMS providers, with a budget that never makes the test wait.
+
+    Made in a thread of its own: its constructor runs an event loop, and Playwright's runs in this one.
+    """
+    made: list[StubServer] = []
+    starter = threading.Thread(target=lambda: made.append(StubServer()))
+    starter.start()
+    starter.join()
+    server = made[0]
+    path = write_providers_file(tmp_path / "providers.toml", server.url, twilio={"rate": 1000})
+    settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
+    yield server
+    server.stop()

@@ -1,4 +1,5 @@
-"""The campaign composer in Chromium: an Arabic SMS campaign to an uploaded list, priced live, submitted, approved.
+"""A campaign from end to end in Chromium: an Arabic SMS campaign to an uploaded list, priced live, submitted, not
+approvable by its author, approved by a second person, run on the stub providers to 100 %, and its PDF report.
 
 The audience: three Arabic speakers in Saudi Arabia (Asia/Riyadh, UTC+03:00) and two in the
 Emirates (Asia/Dubai, UTC+04:00). With a short name the Arabic text is one UCS-2 segment:
@@ -12,9 +13,12 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from backend.notifications.models import Category, Kind, Recipient, TemplateVersion
+from backend.notifications.models import Category, Kind, Notification, Recipient, State, TemplateVersion
+from campaigns import fanout
 from campaigns.models import Campaign
+from e2e.test_campaign_progress import deliver
 from e2e.test_template_editor import log_in
+from tests.test_campaign_report import pdf_text
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +57,7 @@ def upload_list(page) -> None:
     expect(page.locator(".tpl-message")).to_contain_text("Saved the list segment 'Gulf shoppers' with 5 users.")
 
 
-def test_a_marketer_composes_an_arabic_sms_campaign_and_an_approver_approves_it(demo, page, screenshot):
+def test_a_marketer_composes_an_arabic_sms_campaign_an_approver_approves_it_and_it_runs(demo, stub, page, screenshot):
     page.set_viewport_size({"width": 1440, "height": 900})
     log_in(page, demo, "marketer", "/campaigns/segments/upload/new")
     upload_list(page)
@@ -112,3 +116,29 @@ def test_a_marketer_composes_an_arabic_sms_campaign_and_an_approver_approves_it(
     campaign.refresh_from_db()
     assert campaign.state == "approved"
     assert re.fullmatch(r"[0-9a-f]{64}", campaign.approvals.get().content_hash)
+
+    # The scheduler starts it and makes the two waves; each is released at its instant and the workers send it.
+    fanout.tick()
+    assert fanout.fan_out(campaign.pk).complete
+    rows = Notification.objects.filter(campaign=campaign)
+    assert sorted(rows.values_list("state", "reason")) == [(State.SCHEDULED, "campaign-wave")] * 5
+    page.goto(f"{demo.url}/campaigns/{campaign.pk}/")
+    page.evaluate("window.notReloaded = true")
+    expect(page.locator("#progress-percent")).to_have_text("0 %")
+    last_wave = max(rows.values_list("send_at", flat=True))
+    assert fanout.release_due(now=last_wave) == 5
+    deliver(campaign, 5)
+    fanout.finish_done()
+    expect(page.locator("#campaign-state")).to_have_text("Done")
+    expect(page.locator("#progress-percent")).to_have_text("100 %")
+    expect(page.locator('td[data-state="sent"]')).to_have_text("5")
+    assert page.evaluate("window.notReloaded") is True
+    assert sorted(message["to"] for message in stub.state.messages) == sorted(phone for phone, _ in SHOPPERS.values())
+    screenshot("campaign-run-to-100-percent")
+
+    with page.expect_download() as download:
+        page.click("#report-link")
+    text = pdf_text(download.value.path().read_bytes())
+    # The Arabic body, in logical order. Not "الأحد": poppler gives a lam-alef ligature's letters back swapped.
+    assert "عرض خاص يا سارة بنت عبد الرحمن بن محمد" in text and "خصم على كل شيء حتى يوم" in text
+    assert "approver" in text and campaign.content_hash in text

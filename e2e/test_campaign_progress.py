@@ -5,7 +5,6 @@ against the stub SMS provider), between checks of the page, so each step's figur
 """
 
 import io
-import threading
 
 import pytest
 from django.contrib.auth.models import User
@@ -14,33 +13,14 @@ from playwright.sync_api import expect
 
 from backend.notifications.delivery import dispatch
 from backend.notifications.models import Kind, Notification, Recipient, State
-from backend.stubs.provider_server import StubServer
 from campaigns import actions, fanout
 from campaigns.models import Campaign
 from e2e.test_template_editor import log_in
 from tests.campaigns_setup import list_segment, submitted
-from tests.providers_setup import write_providers_file
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 AUDIENCE = 10
-
-
-@pytest.fixture
-def stub(tmp_path, settings):
-    """The stub SMS providers, with a budget that never makes the test wait.
-
-    Made in a thread of its own: its constructor runs an event loop, and Playwright's runs in this one.
-    """
-    made: list[StubServer] = []
-    starter = threading.Thread(target=lambda: made.append(StubServer()))
-    starter.start()
-    starter.join()
-    server = made[0]
-    path = write_providers_file(tmp_path / "providers.toml", server.url, twilio={"rate": 1000})
-    settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
-    yield server
-    server.stop()
 
 
 @pytest.fixture
