@@ -40,11 +40,13 @@ fan-out never delays its sweeps of the high tier. Each tick:
    scheduled or sending becomes ``done`` (``actions.finish``, audited with the counts): one
    with a wave tomorrow stays running until that wave is sent.
 
-Resumable: batches go in recipient-id order, one transaction each that also advances the
-campaign's ``fanout_last_recipient``, so a crash (a killed scheduler) loses at most the batch
-under way and the next run starts after the last batch committed; the UNIQUE (scope, key)
-index is the guarantee that a recipient never gets two, even if a range is made again or two
-schedulers race. A batch takes the campaign's row lock and stops once the campaign is no longer running (cancelled).
+Resumable: batches go in recipient-id order over disjoint ranges, two at a time on two
+connections (``PARALLEL``, one per core), each in its own transaction; the campaign's
+``fanout_last_recipient`` moves past a round only once all its batches committed, so a crash (a
+killed scheduler) loses at most the round under way and the next run starts after the last round
+whose mark moved; the UNIQUE (scope, key) index is the guarantee that a recipient never gets two,
+even if a range is made again or two schedulers race. Each batch holds a share lock on the
+campaign's row (a cancel waits for the round) and stops once the campaign is no longer running.
 
 The audience is evaluated batch by batch: a list segment's members are fixed (its digest is in
 the approved hash); a filter segment reaches whoever matches when their batch is made.
@@ -53,6 +55,7 @@ the approved hash); a filter segment reaches whoever matches when their batch is
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from datetime import time as wall_time
@@ -88,6 +91,8 @@ from campaigns.waves import wave_instant, waves
 logger = logging.getLogger(__name__)
 
 BATCH = 50_000
+# Batches made at once on connections of their own: one per core of the 2-core machine measured (README).
+PARALLEL = 2
 # Huey priority of campaign tasks: below transactional standard traffic (0), popped after it.
 CAMPAIGN_PRIORITY = -1
 # The reason of a scheduled campaign row released when its send_at came (as the sweeper's release).
@@ -191,32 +196,127 @@ def _iso(instant: datetime) -> str:
 # --- 2. fan out ----------------------------------------------------------------------------------
 
 
-def fan_out(campaign_id: int, batch: int = BATCH, max_batches: int | None = None) -> FanOut:
+def fan_out(campaign_id: int, batch: int = BATCH, max_batches: int | None = None, parallel: int = PARALLEL) -> FanOut:
     """Make the notifications of running campaign ``campaign_id``, ``batch`` recipients per transaction.
 
-    Continues after ``fanout_last_recipient``, which each batch advances in its transaction; stops after ``max_batches``
-    (None: until every recipient has one, then sets ``fanned_out_at``) or when the campaign is
-    no longer running. Raises ``Campaign.DoesNotExist``, ``audience.AudienceUnavailable`` (a
-    filter that no longer validates) and ``rendering.RenderError`` (a template that cannot render
-    the campaign's params), before any row is made.
+    Continues after ``fanout_last_recipient``; stops after ``max_batches`` (None: until every
+    recipient has one, then sets ``fanned_out_at``) or when the campaign is no longer running.
+    Up to ``parallel`` batches over consecutive, disjoint recipient ranges are made at once, each
+    in a transaction on a connection of its own (``_parallel_step``); one by one, each advancing
+    the mark in its own transaction (``_step_alone``), when ``parallel`` is 1, inside a caller's
+    transaction (whose rows other connections cannot see) or off PostgreSQL. Raises
+    ``Campaign.DoesNotExist``, ``audience.AudienceUnavailable`` (a filter that no longer
+    validates) and ``rendering.RenderError`` (a template that cannot render the campaign's
+    params), before any row is made; a batch's database error once its round has finished.
     """
     campaign = Campaign.objects.select_related("kind", "segment").get(pk=campaign_id)
     if campaign.state != Campaign.State.RUNNING or campaign.fanned_out_at:
         return FanOut(0, 0, complete=campaign.fanned_out_at is not None)
     plan = make_plan(campaign)
+    alone = parallel <= 1 or connection.in_atomic_block or connection.vendor != "postgresql"
     after, batches, created = campaign.fanout_last_recipient, 0, 0
     while max_batches is None or batches < max_batches:
+        room = parallel if max_batches is None else min(parallel, max_batches - batches)
+        step = _step_alone(plan, after, batch) if alone else _parallel_step(plan, after, batch, room)
+        if step is None:
+            return FanOut(batches, created, complete=False)
+        if step.upper is None:
+            return FanOut(batches, created, complete=True)
+        after, batches, created = step.upper, batches + step.batches, created + step.created
+    return FanOut(batches, created, complete=False)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What one step of ``fan_out`` did: the new mark (None: every recipient has one), batches and rows made."""
+
+    upper: int | None
+    batches: int = 0
+    created: int = 0
+
+
+def _step_alone(plan: Plan, after: int, batch: int) -> _Step | None:
+    """One batch and the mark past it, in one transaction that holds the campaign's row lock; None once not running."""
+    campaign_id = plan.campaign.pk
+    with transaction.atomic():
+        if not _lock_if_running(campaign_id):
+            return None
+        upper = _batch_upper_bound(plan, after, batch)
+        if upper is None:
+            Campaign.objects.filter(pk=campaign_id).update(fanned_out_at=timezone.now())
+            return _Step(None)
+        created = _insert_batch(plan, after, upper)
+        Campaign.objects.filter(pk=campaign_id).update(fanout_last_recipient=upper)
+    return _Step(upper, 1, created)
+
+
+def _parallel_step(plan: Plan, after: int, batch: int, count: int) -> _Step | None:
+    """Up to ``count`` batches at once (``_round``), then the mark past all of them; None once not running.
+
+    The mark moves only after every batch of the round committed: a crash in between makes the
+    round again, and the UNIQUE key skips the rows that exist (none twice, none skipped).
+    """
+    campaign_id = plan.campaign.pk
+    ranges = _next_ranges(plan, after, batch, count)
+    if not ranges:
         with transaction.atomic():
             if not _lock_if_running(campaign_id):
-                return FanOut(batches, created, complete=False)
-            upper = _batch_upper_bound(plan, after, batch)
-            if upper is None:
-                Campaign.objects.filter(pk=campaign_id).update(fanned_out_at=timezone.now())
-                return FanOut(batches, created, complete=True)
-            created += _insert_batch(plan, after, upper)
-            Campaign.objects.filter(pk=campaign_id).update(fanout_last_recipient=upper)
-        after, batches = upper, batches + 1
-    return FanOut(batches, created, complete=False)
+                return None
+            Campaign.objects.filter(pk=campaign_id).update(fanned_out_at=timezone.now())
+        return _Step(None)
+    created = _round(plan, ranges)
+    if created is None:
+        return None
+    upper = ranges[-1][1]
+    Campaign.objects.filter(pk=campaign_id, state=Campaign.State.RUNNING).update(fanout_last_recipient=upper)
+    return _Step(upper, len(ranges), created)
+
+
+def _next_ranges(plan: Plan, after: int, batch: int, count: int) -> list[tuple[int, int]]:
+    """Up to ``count`` consecutive ranges (after, upper] of ``batch`` audience members each, from ``after`` on."""
+    ranges: list[tuple[int, int]] = []
+    while len(ranges) < count and (upper := _batch_upper_bound(plan, after, batch)) is not None:
+        ranges.append((after, upper))
+        after = upper
+    return ranges
+
+
+def _round(plan: Plan, ranges: list[tuple[int, int]]) -> int | None:
+    """Make the batches of ``ranges`` at once, the first on this connection, each other on a thread's own.
+
+    How many notifications they made; None if the campaign was no longer running for one of them
+    (the others may have committed: the mark does not move, and a later run skips their rows by the
+    UNIQUE key). Raises the first batch's error once every batch has finished.
+    """
+    with ThreadPoolExecutor(max_workers=len(ranges) - 1 or 1) as pool:
+        others = [pool.submit(_batch_on_own_connection, plan, after, upper) for after, upper in ranges[1:]]
+        made = [_shared_lock_batch(plan, *ranges[0]), *(other.result() for other in others)]
+    return None if None in made else sum(made)
+
+
+def _batch_on_own_connection(plan: Plan, after: int, upper: int) -> int | None:
+    """``_shared_lock_batch`` in a worker thread, whose connection (Django's are per thread) is closed after it."""
+    try:
+        return _shared_lock_batch(plan, after, upper)
+    finally:
+        connection.close()
+
+
+def _shared_lock_batch(plan: Plan, after: int, upper: int) -> int | None:
+    """One batch in a transaction holding a share lock on the campaign's row; None once it is no longer running.
+
+    A share lock, not the row lock of a batch made alone: batches of one round hold it together,
+    and a cancel (an UPDATE of the row) still waits for all of them.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {Campaign._meta.db_table} WHERE id = %s AND state = %s FOR SHARE",
+                [plan.campaign.pk, Campaign.State.RUNNING],
+            )
+            if cursor.fetchone() is None:
+                return None
+        return _insert_batch(plan, after, upper)
 
 
 def make_plan(campaign: Campaign) -> Plan:
@@ -783,7 +883,7 @@ def tick(batch: int = BATCH) -> bool:
     for campaign_id in Campaign.objects.filter(state=Campaign.State.RUNNING, fanned_out_at__isnull=True).values_list(
         "pk", flat=True
     ):
-        more |= not fan_out(campaign_id, batch, max_batches=1).complete
+        more |= not fan_out(campaign_id, batch, max_batches=PARALLEL).complete
     more |= release_due(limit=batch) >= batch
     more |= stop_cancelled(limit=batch) >= batch
     feed()

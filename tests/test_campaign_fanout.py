@@ -1,6 +1,7 @@
 """The fan-out (campaigns/fanout.py): one notification per recipient, policy applied set-based, resumable, fed, done."""
 
 import os
+import threading
 from datetime import timedelta
 from unittest import mock
 
@@ -226,6 +227,65 @@ def test_a_fan_out_killed_mid_way_resumes_with_every_recipient_once(running, aud
     assert resumed.complete and resumed.created == AUDIENCE - before
     assert sorted(n.recipient.user_id for n in made(running)) == audience
     assert StateChange.objects.filter(notification__campaign=running).count() == AUDIENCE
+
+
+def _recording_threads(calls: list[int]):
+    """``_insert_batch`` that also records which thread (so which connection) made each batch."""
+    real_insert = fanout._insert_batch
+
+    def insert(*args):
+        calls.append(threading.get_ident())
+        return real_insert(*args)
+
+    return insert
+
+
+@pytest.mark.django_db(transaction=True)
+def test_batches_made_two_at_a_time_on_two_connections_give_every_recipient_one_with_its_history(running, audience):
+    threads: list[int] = []
+    with mock.patch.object(fanout, "_insert_batch", _recording_threads(threads)):
+        report = fanout.fan_out(running.pk, batch=10, parallel=2)
+
+    running.refresh_from_db()
+    assert report == fanout.FanOut(batches=5, created=AUDIENCE, complete=True)
+    assert len(set(threads)) == 2  # the second batch of each round on a connection of its own
+    assert sorted(n.recipient.user_id for n in made(running)) == audience
+    assert StateChange.objects.filter(notification__campaign=running).count() == AUDIENCE
+    assert running.fanout_last_recipient == Recipient.objects.get(user_id=audience[-1]).pk
+    assert running.fanned_out_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_crash_after_a_parallel_round_committed_but_before_its_mark_moved_makes_each_recipient_once(
+    running, audience
+):
+    real_round = fanout._round
+
+    def committed_then_killed(*args):
+        real_round(*args)
+        raise ConnectionError("scheduler killed before the mark moved")
+
+    with mock.patch.object(fanout, "_round", committed_then_killed), pytest.raises(ConnectionError):
+        fanout.fan_out(running.pk, batch=10, parallel=2)
+    running.refresh_from_db()
+    assert (running.fanout_last_recipient, Notification.objects.filter(campaign=running).count()) == (0, 20)
+
+    resumed = fanout.fan_out(running.pk, batch=10, parallel=2)
+
+    assert resumed == fanout.FanOut(batches=5, created=AUDIENCE - 20, complete=True)
+    assert sorted(n.recipient.user_id for n in made(running)) == audience
+    assert StateChange.objects.filter(notification__campaign=running).count() == AUDIENCE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancelled_campaign_stops_parallel_rounds(running, marketer):
+    fanout.fan_out(running.pk, batch=10, max_batches=2, parallel=2)
+    actions.cancel(running, marketer)
+
+    report = fanout.fan_out(running.pk, batch=10, parallel=2)
+
+    assert report == fanout.FanOut(batches=0, created=0, complete=False)
+    assert Notification.objects.filter(campaign=running).count() == 20
 
 
 def test_the_sweeper_leaves_rows_not_yet_fed_alone(running, settings):

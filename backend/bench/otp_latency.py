@@ -11,6 +11,12 @@ drains, and prints:
   (``created_at``) to the moment the stub provider received the call;
 - the standard tier's drain rate (sent/s) and the backlog left.
 
+With ``--campaign 1000000`` the backlog is a campaign instead: an approved promo email campaign
+to that many recipients (``campaign_fanout``'s audience), which the scheduler process
+(``run_scheduler``) starts, fans out and feeds to the standard tier while the workers send it to
+an SMTP sink and the OTPs are measured; it also prints how far the campaign got and Redis's
+peak memory.
+
 The provider budget (token bucket) is ``--budget`` messages/s, 20 % reserved
 for the high tier; both tiers go to the same SMS provider, as in production.
 """
@@ -31,6 +37,7 @@ import django
 
 from backend.bench.harness import interpolated
 from backend.stubs.providers_file import stub_providers_toml
+from backend.stubs.smtp_sink import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,6 +109,47 @@ def _build_backlog(size: int, batch: int = 20000) -> None:
         made += n
 
 
+def _approved_campaign(size: int):
+    """An approved promo email campaign to ``size`` new recipients (as ``campaign_fanout`` makes it)."""
+    from backend.bench.campaign_fanout import add_audience, approved_campaign
+
+    return approved_campaign(add_audience(size, "list"))
+
+
+def _wait_for_fan_out(campaign, timeout: float = 60.0) -> None:
+    """Wait until the scheduler started ``campaign`` and its first batch committed: the drain is under way."""
+    from backend.notifications.models import Notification
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not Notification.objects.filter(campaign=campaign).exists():
+        time.sleep(0.2)
+
+
+def _print_campaign(campaign, since_approved: float) -> None:
+    """How far ``campaign`` got (made, handed over, sent; fan-out finished or not) and Redis's peak memory."""
+    from django.db.models import Count, Q
+
+    from backend.notifications.models import Notification, State
+    from backend.notifications.queues import HUEYS
+
+    campaign.refresh_from_db()
+    rows = Notification.objects.filter(campaign=campaign).aggregate(
+        made=Count("pk"),
+        fed=Count("pk", filter=Q(queued_at__isnull=False)),
+        sent=Count("pk", filter=Q(state=State.SENT)),
+    )
+    finished = "finished" if campaign.fanned_out_at else "still under way"
+    print(
+        f"campaign: {rows['made']:,} notifications made (fan-out {finished}), {rows['fed']:,} handed over, "
+        f"{rows['sent']:,} sent, {since_approved:.0f} s after its approval"
+    )
+    memory = HUEYS["standard"].storage.conn.info("memory")
+    print(
+        f"Redis: used_memory {memory['used_memory'] / 2**20:.1f} MiB, "
+        f"used_memory_peak {memory['used_memory_peak'] / 2**20:.1f} MiB"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backlog", type=int, default=100_000)
@@ -109,6 +157,9 @@ def main() -> None:
     parser.add_argument("--otps", type=int, default=100, help="OTPs to send, one every --interval seconds.")
     parser.add_argument("--interval", type=float, default=0.2)
     parser.add_argument("--standard-workers", type=int, default=2, help="worker-standard processes.")
+    parser.add_argument(
+        "--campaign", type=int, default=0, help="Recipients of a campaign that drains instead of --backlog."
+    )
     args = parser.parse_args()
     _setup_django()
 
@@ -127,14 +178,24 @@ def main() -> None:
     os.environ["NOTIFY_PROVIDERS_FILE"] = env["NOTIFY_PROVIDERS_FILE"]
     settings.NOTIFY["PROVIDERS_FILE"] = env["NOTIFY_PROVIDERS_FILE"]
     processes = [_start(env, "manage.py", "provider_stub", "--port", str(port))]
+    campaign = None
     try:
         t0 = time.monotonic()
-        _build_backlog(args.backlog)
-        print(f"backlog of {args.backlog:,} standard SMS built in {time.monotonic() - t0:.1f} s")
+        if args.campaign:
+            campaign = _approved_campaign(args.campaign)
+            env["EMAIL_PORT"] = str(free_port())
+            processes.append(_start(env, "manage.py", "smtp_sink", "--port", env["EMAIL_PORT"]))
+            print(f"campaign of {args.campaign:,} recipients approved in {time.monotonic() - t0:.1f} s")
+        else:
+            _build_backlog(args.backlog)
+            print(f"backlog of {args.backlog:,} standard SMS built in {time.monotonic() - t0:.1f} s")
         processes.append(_start(env, "manage.py", "run_worker", "high", "--workers", "4", "--max-poll-delay", "0.02"))
         # As deploy/Procfile runs it: the standard pool at a lower CPU priority than the high tier.
         processes += [_start(env, "manage.py", "run_worker", "standard", "--workers", "8", nice=10)
                       for _ in range(args.standard_workers)]  # fmt: skip
+        if campaign:
+            processes.append(_start(env, "manage.py", "run_scheduler"))
+            _wait_for_fan_out(campaign)
         time.sleep(3)  # let the workers start and the drain reach its pace
         sent_before, t_start = Notification.objects.filter(state=State.SENT, priority="standard").count(), time.time()
         otp_ids = []
@@ -169,6 +230,8 @@ def main() -> None:
                 f"p95 {interpolated(latencies, 95):.0f} ms, p99 {interpolated(latencies, 99):.0f} ms"
             )
         print(f"standard tier drained {drained:,} in {elapsed:.1f} s = {drained / elapsed:.0f}/s; {left:,} left")
+        if campaign:
+            _print_campaign(campaign, time.monotonic() - t0)
         print(f"(budget {args.budget:.0f}/s, {args.standard_workers}×8 standard + 1×4 high worker threads, "
               f"{os.cpu_count()} cores, at {timezone.now():%Y-%m-%d %H:%M} UTC)")  # fmt: skip
     finally:

@@ -38,6 +38,7 @@ as_postgres() {  # initdb and pg_ctl refuse to run as root
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# NOTIFY_TEST_PG_OPTIONS: more "-c name=value" server settings (bin/bench passes deploy/'s production ones).
 start_postgres() {
   local bin; bin=$(pg_bindir)
   PGPORT=${NOTIFY_TEST_PGPORT:-$(free_port)}
@@ -48,7 +49,7 @@ start_postgres() {
   fi
   as_postgres "$bin/initdb" -D "$SERVICES_DIR/pg" -U notify -A trust -E UTF8 --locale=C.UTF-8 >/dev/null
   as_postgres "$bin/pg_ctl" -D "$SERVICES_DIR/pg" -l "$SERVICES_DIR/pg.log" -w -o \
-    "-p $PGPORT -k $SERVICES_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+    "-p $PGPORT -k $SERVICES_DIR -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 ${NOTIFY_TEST_PG_OPTIONS:-}" \
     start >/dev/null
   "$bin/createdb" -h 127.0.0.1 -p "$PGPORT" -U notify notify
   export DATABASE_URL="postgres://notify@127.0.0.1:$PGPORT/notify"
