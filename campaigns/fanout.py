@@ -82,7 +82,7 @@ from backend.notifications.models import (
 )
 from backend.notifications.policy import WINDOW_SECONDS
 from backend.notifications.queues import HUEYS
-from backend.notifications.tasks import enqueue_delivery
+from backend.notifications.tasks import enqueue_deliveries
 from campaigns import actions, ledger
 from campaigns.audience import recipients
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
@@ -698,8 +698,7 @@ def feed(limit: int | None = None) -> int:
         Notification.objects.filter(pk__in=ids, state=State.QUEUED, queued_at__isnull=True).update(
             queued_at=timezone.now()
         )
-    for pk in ids:
-        enqueue_delivery(str(pk), Priority.STANDARD, priority=CAMPAIGN_PRIORITY)
+    enqueue_deliveries([str(pk) for pk in ids], Priority.STANDARD, priority=CAMPAIGN_PRIORITY)
     return len(ids)
 
 

@@ -13,6 +13,7 @@ from backend.notifications import masking
 from backend.notifications.delivery.sweeper import sweep
 from backend.notifications.models import Kind, Notification, Preference, Recipient, State, StateChange
 from backend.notifications.queues import HUEYS
+from backend.notifications.tasks import enqueue_delivery
 from campaigns import actions, fanout
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
 from tests import processes as spawn
@@ -153,6 +154,24 @@ def test_the_feeder_keeps_at_most_its_limit_of_campaign_tasks_in_redis(running):
     task = queue.dequeue()
     assert task.priority == fanout.CAMPAIGN_PRIORITY
     assert fanout.feed(limit=10) == 1
+
+
+def test_the_feeder_hands_over_in_one_redis_call_tasks_a_worker_reads_after_transactional_ones(running):
+    fanout.fan_out(running.pk)
+    queue = HUEYS["standard"]
+    assert fanout.feed(limit=3) == 3
+    enqueue_delivery("transactional-1", "standard")  # a service's own notification, after the campaign's
+
+    popped = [queue.dequeue() for _ in range(4)]
+
+    assert [task.args for task in popped[:1]] == [("transactional-1",)]
+    fed = {
+        str(pk)
+        for pk in Notification.objects.filter(campaign=running, queued_at__isnull=False).values_list("pk", flat=True)
+    }
+    assert {task.args[0] for task in popped[1:]} == fed and len(fed) == 3
+    assert {(task.name, task.priority) for task in popped[1:]} == {("deliver", fanout.CAMPAIGN_PRIORITY)}
+    assert queue.dequeue() is None
 
 
 def test_it_is_done_when_nothing_is_left_to_send(running):
