@@ -23,7 +23,12 @@ def home(request: HttpRequest) -> HttpResponse:
     who may read notifications, the editor's and the segments' links only for those who may open them (support may not);
     anonymous visitors go to the login page, staff without a role get 403.
     """
-    context = {"templates": request.user.has_perm(VIEW_TEMPLATES), "segments": request.user.has_perm(VIEW_SEGMENTS)}
+    user = request.user
+    context = {
+        "templates": user.has_perm(VIEW_TEMPLATES),
+        "segments": user.has_perm(VIEW_SEGMENTS),
+        "campaigns": user.has_perm("campaigns.view_campaign") or user.has_perm("campaigns.approve_campaign"),
+    }
     if request.user.has_perm(VIEW_NOTIFICATIONS):
         by_state = dict(Notification.objects.order_by().values_list("state").annotate(n=Count("id")))
         recent = Notification.objects.select_related("recipient", "kind")[:10]

@@ -86,3 +86,22 @@ def test_support_gets_no_link_to_the_template_editor_it_may_not_open(client, sup
     page = client.get("/").content.decode()
     assert 'href="/templates/"' not in page
     assert 'href="/admin/"' in page and 'href="/api/v1/docs"' in page
+
+
+@pytest.mark.parametrize(
+    ("username", "campaigns", "segments", "templates"),
+    [
+        ("marketer", True, True, True),
+        ("approver", True, True, True),
+        ("editor", False, False, True),
+    ],
+)
+def test_the_navigation_offers_each_role_the_pages_it_may_open(client, login_code, username, campaigns, segments,
+                                                               templates):  # fmt: skip
+    user = User.objects.get(username=username)
+    client.force_login(user)
+    nav = client.get("/").content.decode().split("<nav>")[1].split("</nav>")[0]
+    offered = ('href="/campaigns/"' in nav, 'href="/campaigns/segments/"' in nav, 'href="/templates/"' in nav)
+    assert offered == (campaigns, segments, templates)
+    for link, shown in zip(("/campaigns/", "/campaigns/segments/", "/templates/"), offered, strict=True):
+        assert (client.get(link).status_code == 200) is shown
