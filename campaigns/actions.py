@@ -420,15 +420,15 @@ def approval_problem(campaign: Campaign, user: Actor) -> str | None:
     return None
 
 
-def approve(campaign: Campaign, user: AbstractBaseUser, shown_hash: str) -> Campaign:
-    """Approve ``campaign`` as ``user`` was shown it (``shown_hash``: the hash on their page).
+def approve(campaign: Campaign, user: AbstractBaseUser, shown_hash: str, comment: str = "") -> Campaign:
+    """Approve ``campaign`` as ``user`` was shown it (``shown_hash``: the hash on their page), with an optional comment.
 
     Raises ``PermissionRefused`` (``approval_problem``), or ``ContentChanged`` when the
     stored hash is not the one shown, or when the content moved under the submission
     (a list segment's members changed): then the campaign goes back to draft as well.
-    Scheduling the approved campaign belongs to the fan-out (not built yet).
+    The scheduler starts it when its time comes (``fanout.start_due``).
     """
-    return _decide(campaign, user, shown_hash, CampaignApproval.Decision.APPROVED, "")
+    return _decide(campaign, user, shown_hash, CampaignApproval.Decision.APPROVED, comment.strip())
 
 
 def reject(campaign: Campaign, user: AbstractBaseUser, shown_hash: str, comment: str) -> Campaign:
@@ -544,6 +544,7 @@ def resend_remainder(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
             raise CampaignRefused(
                 f"{original} is {original.state}: only a cancelled campaign has a remainder.", "state"
             )
+        _refuse_second(original, Origin.REMAINDER)
         segment = Segment.objects.create(name=f"{original.name} (remainder)", kind=Segment.Kind.LIST, created_by=user)
         size = ledger.copy_recipients(original, (State.CANCELLED, *ledger.UNSENT), segment)
         if not size:
@@ -553,6 +554,24 @@ def resend_remainder(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
                                **fields)  # fmt: skip
         _audit(original, user, CampaignAudit.Action.RESEND, draft=draft.pk, recipients=size)
     return draft
+
+
+def existing_derived(original: Campaign, purpose: str) -> Campaign | None:
+    """The remainder or correction campaign already made from ``original`` and not cancelled, if any."""
+    made = original.derived.filter(origin_purpose=purpose).exclude(state=Campaign.State.CANCELLED)
+    return made.order_by("-pk").first()
+
+
+def _refuse_second(original: Campaign, purpose: str) -> None:
+    """Refuse a second remainder or correction while one is alive: the same people would be sent it twice."""
+    earlier = existing_derived(original, purpose)
+    if earlier is not None:
+        what = "resends the remainder of" if purpose == Origin.REMAINDER else "corrects"
+        raise CampaignRefused(
+            f"{earlier} already {what} {original} ({earlier.get_state_display().lower()}): continue with it, "
+            "or cancel it first.",
+            "state",
+        )
 
 
 def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
@@ -577,6 +596,7 @@ def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
                 "Compose a new campaign instead.",
                 "correction",
             )
+        _refuse_second(original, Origin.CORRECTION)
         segment = Segment.objects.create(name=f"{original.name} (correction)", kind=Segment.Kind.LIST, created_by=user)
         size = ledger.copy_recipients(original, (State.SENT,), segment)
         if not size:

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 
 import pytest
 from django.http import StreamingHttpResponse
@@ -158,6 +159,22 @@ def test_resend_to_the_remainder_drafts_exactly_the_cancelled_recipients(finishe
     assert (audit.actor_name, audit.detail) == ("marketer", {"draft": draft.pk, "recipients": 1})
     with pytest.raises(actions.CampaignRefused, match="approve"):
         actions.approve(draft, marketer, draft.content_hash)  # a draft: it needs its own submit and approval
+
+
+def test_a_second_remainder_or_correction_is_refused_while_the_first_is_alive(finished, marketer):
+    remainder, correction = actions.resend_remainder(finished, marketer), actions.draft_correction(finished, marketer)
+
+    with pytest.raises(actions.CampaignRefused) as refused:
+        actions.resend_remainder(finished, marketer)
+    assert refused.value.message == (
+        f"{remainder} already resends the remainder of {finished} (draft): continue with it, or cancel it first."
+    )
+    with pytest.raises(actions.CampaignRefused, match=re.escape(f"{correction} already corrects")):
+        actions.draft_correction(finished, marketer)
+    assert Campaign.objects.filter(origin=finished).count() == 2  # nothing half-made: no third draft, no segment
+
+    actions.cancel(remainder, marketer)  # a cancelled remainder may be made again
+    assert actions.resend_remainder(finished, marketer).origin_id == finished.pk
 
 
 def test_a_campaign_not_cancelled_has_no_remainder(sms_audience, marketer, approver):

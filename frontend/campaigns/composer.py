@@ -37,7 +37,7 @@ from backend.notifications.models import Category, Channel, Kind, TemplateVersio
 from backend.notifications.models.recipient import text_direction
 from campaigns import actions
 from campaigns.audience import AudienceUnavailable
-from campaigns.models import Campaign, CampaignAudit, ScheduleMode, Segment, SegmentMember
+from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment, SegmentMember
 from campaigns.preflight import preflight
 from frontend.editor.views import _answer, staff_only
 
@@ -348,7 +348,16 @@ def previews(template_versions: dict[str, int], params: dict, languages: list[st
 def _live(composed: Composed) -> dict[str, Any]:
     """The pre-flight and previews of the unsaved campaign, or why they cannot be shown yet."""
     if not composed.ready:
-        return {"live_hint": "Pick a kind, a channel and a segment to see who it reaches and what it costs."}
+        # A kind and channel that do not go together are said at once, not only on submit.
+        chosen = [
+            composed.errors[name]
+            for name in ("kind", "channel")
+            if composed.values.get(name) and name in composed.errors
+        ]
+        return {
+            "live_hint": " ".join(chosen)
+            or "Pick a kind, a channel and a segment to see who it reaches and what it costs."
+        }
     campaign = Campaign(**{k: v for k, v in composed.fields.items() if k in actions.EDITABLE_FIELDS})
     if not composed.picks:
         return {
@@ -495,8 +504,16 @@ def _compose_page(
         status = refused.status
     if campaign is not None:
         context["void_reason"] = void_reason(campaign)
+        context["rejection"] = rejection(campaign)
         context["editable"] = campaign.state in actions.EDITABLE_STATES
     return _answer(render(request, "frontend/campaigns/compose.html", context, status=status))
+
+
+def rejection(campaign: Campaign) -> CampaignApproval | None:
+    """The approver's rejection the author should read: the latest decision, while the campaign is rejected."""
+    if campaign.state != Campaign.State.REJECTED:
+        return None
+    return campaign.approvals.select_related("approver").filter(decision=CampaignApproval.Decision.REJECTED).first()
 
 
 def void_reason(campaign: Campaign) -> str:
@@ -530,7 +547,7 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
     decision, shown_hash = request.POST.get("decision", ""), request.POST.get("content_hash", "")
     try:
         if decision == "approve":
-            actions.approve(campaign, request.user, shown_hash)
+            actions.approve(campaign, request.user, shown_hash, request.POST.get("comment", ""))
         elif decision == "reject":
             actions.reject(campaign, request.user, shown_hash, request.POST.get("comment", ""))
         else:

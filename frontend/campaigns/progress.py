@@ -33,7 +33,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from backend.notifications.models import Channel, Notification, State
 from campaigns import actions, ledger
-from campaigns.models import Campaign, ScheduleMode
+from campaigns.models import Campaign, Origin, ScheduleMode
 from frontend.campaigns.views import mask_email, mask_phone
 from frontend.editor.views import _answer, staff_only
 
@@ -170,8 +170,14 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
         "poll_seconds": POLL_SECONDS,
         "eta": eta_text(progress.eta_seconds),
         "can_cancel": not final and actions.may_cancel(campaign, user),
-        "can_resend": bool(split and split.cancelled) and user.has_perm(ADD),
-        "can_correct": final and progress.ledger.counts[State.SENT] > 0 and user.has_perm(ADD),
+        # Once made, a remainder or correction is linked under "Made from it" instead of offered again.
+        "can_resend": bool(split and split.cancelled)
+        and user.has_perm(ADD)
+        and actions.existing_derived(campaign, Origin.REMAINDER) is None,
+        "can_correct": final
+        and progress.ledger.counts[State.SENT] > 0
+        and user.has_perm(ADD)
+        and actions.existing_derived(campaign, Origin.CORRECTION) is None,
         "audit": list(campaign.audit.order_by("at", "pk")),
     }
 
