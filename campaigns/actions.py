@@ -369,24 +369,37 @@ def submit(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     segment. Needs ``campaigns.change_campaign``.
     """
     _require(user, "change_campaign", "submit campaigns")
+    # Counting the audience and the pre-flight may take seconds on a big segment: done before the
+    # transaction, so that no lock is held meanwhile (on SQLite a write transaction stops every
+    # other writer, OTPs included); the row then commits only if nobody changed it in between.
+    read = Campaign.objects.select_related("kind", "segment").get(pk=campaign.pk)
+    _refuse_unless_submittable(read)
+    read.template_versions = resolved_templates(read)
+    try:
+        members = audience(read.segment)
+    except AudienceUnavailable as exc:
+        raise CampaignRefused(str(exc), "segment") from None
+    if members.size == 0:
+        raise CampaignRefused(f"Segment {read.segment.name!r} has no members: nobody would get it.", "segment")
+    content_hash = campaign_hash(read, members)
+    submitted_at = timezone.now()
+    frozen = _frozen_preflight(read, submitted_at)
     with transaction.atomic():
         current = _locked(campaign)
-        if current.state != Campaign.State.DRAFT:
-            raise CampaignRefused(f"{current} is {current.state}: only a draft can be submitted.", "state")
-        _refuse_if(_draft_problem(current, timezone.now()) or _correction_problem(current, complete=True))
-        current.template_versions = resolved_templates(current)
-        try:
-            members = audience(current.segment)
-        except AudienceUnavailable as exc:
-            raise CampaignRefused(str(exc), "segment") from None
-        if members.size == 0:
-            raise CampaignRefused(f"Segment {current.segment.name!r} has no members: nobody would get it.", "segment")
-        current.content_hash = campaign_hash(current, members)
-        current.state, current.submitted_at = Campaign.State.SUBMITTED, timezone.now()
-        current.preflight = _frozen_preflight(current, current.submitted_at)
+        _refuse_unless_submittable(current)
+        if current.updated_at != read.updated_at:
+            raise ContentChanged(f"{current} changed while it was being submitted: read it again and resubmit.")
+        current.template_versions, current.content_hash = read.template_versions, content_hash
+        current.state, current.submitted_at, current.preflight = Campaign.State.SUBMITTED, submitted_at, frozen
         current.save()
         _audit(current, user, CampaignAudit.Action.SUBMIT, audience=members.size, templates=current.template_versions)
     return current
+
+
+def _refuse_unless_submittable(campaign: Campaign) -> None:
+    if campaign.state != Campaign.State.DRAFT:
+        raise CampaignRefused(f"{campaign} is {campaign.state}: only a draft can be submitted.", "state")
+    _refuse_if(_draft_problem(campaign, timezone.now()) or _correction_problem(campaign, complete=True))
 
 
 def _frozen_preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
@@ -439,12 +452,19 @@ def reject(campaign: Campaign, user: AbstractBaseUser, shown_hash: str, comment:
 
 
 def _decide(campaign: Campaign, user: AbstractBaseUser, shown_hash: str, decision: str, comment: str) -> Campaign:
+    read = Campaign.objects.select_related("kind", "segment").get(pk=campaign.pk)
+    problem = approval_problem(read, user)
+    if problem:
+        raise PermissionRefused(problem)
+    # Hashed before the transaction, for the reason ``submit`` counts before it: no lock held while counting.
+    now_hash = campaign_hash(read)
     with transaction.atomic():
         current = _locked(campaign)
         problem = approval_problem(current, user)
         if problem:
             raise PermissionRefused(problem)
-        now_hash = campaign_hash(current)
+        if current.updated_at != read.updated_at:
+            raise ContentChanged(f"{current} changed while you decided: open it again and decide on what it says now.")
         if now_hash == current.content_hash:
             if shown_hash != current.content_hash:
                 raise ContentChanged(

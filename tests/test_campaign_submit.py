@@ -96,3 +96,39 @@ def test_state_and_hash_are_not_fields_an_author_sets(marketer):
         actions.edit(campaign, marketer, state=Campaign.State.APPROVED, content_hash="0" * 64)
     with pytest.raises(actions.CampaignRefused, match=re.escape("These fields cannot be set: state.")):
         draft(marketer, state=Campaign.State.APPROVED)
+
+
+def test_submit_and_approve_count_the_audience_outside_any_transaction(marketer, approver, monkeypatch):
+    """A big segment's count takes seconds: on SQLite a write transaction held meanwhile stopped every send."""
+    from django.db import connection
+
+    from campaigns import content_hash
+
+    depths, outside = [], len(connection.atomic_blocks)  # pytest-django's own transaction
+    real_audience = content_hash.audience
+
+    def counting(segment):
+        depths.append(len(connection.atomic_blocks))
+        return real_audience(segment)
+
+    monkeypatch.setattr(actions, "audience", counting)
+    monkeypatch.setattr(content_hash, "audience", counting)
+    campaign = actions.submit(draft(marketer), marketer)
+    actions.approve(campaign, approver, campaign.content_hash)
+
+    assert depths == [outside, outside]  # counted once by submit, once by approve; in no transaction of theirs
+
+
+def test_an_edit_while_the_submit_counted_refuses_the_submit(marketer, monkeypatch):
+    campaign = draft(marketer)
+    real_preflight = actions.preflight
+
+    def edited_meanwhile(current, now):
+        actions.edit(Campaign.objects.get(pk=current.pk), marketer, params={"percent": "30"})
+        return real_preflight(current, now)
+
+    monkeypatch.setattr(actions, "preflight", edited_meanwhile)
+    with pytest.raises(actions.ContentChanged, match="changed while it was being submitted"):
+        actions.submit(campaign, marketer)
+    campaign.refresh_from_db()
+    assert (campaign.state, campaign.params, campaign.content_hash) == (Campaign.State.DRAFT, {"percent": "30"}, "")
