@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
+from backend.notifications.masking import MASK
 from backend.notifications.models import Kind, TemplateVersion
 from campaigns import actions
 from campaigns.models import Campaign, CampaignApproval, Segment
@@ -274,3 +275,16 @@ def test_a_running_campaign_offers_no_save(client, marketer, approver, segment):
     assert 'id="compose-save"' not in page and "it can no longer be edited" in page
     assert response.status_code == 422 and "running: it can no longer be edited" in response.content.decode()
     assert Campaign.objects.get(pk=campaign.pk).name == "Order update"
+
+
+def test_a_secret_param_is_masked_in_the_live_preview_and_on_the_review_page(client, marketer, approver, segment):
+    shipped = Kind.objects.get(name="shipped")
+    shipped.params["order"]["secret"] = True
+    shipped.save()
+    live = logged_in(client, marketer).post(PREFLIGHT, form(segment), headers={"HX-Request": "true"}).content.decode()
+    campaign = submitted_by(marketer, segment)
+    review = logged_in(client, approver).get(f"/campaigns/{campaign.pk}/review").content.decode()
+
+    for page in (live, review):  # the composer's own input still holds what its author typed
+        assert "تم شحن طلبك رقم 5012" not in page and f"تم شحن طلبك رقم {MASK}." in page
+    assert "5012" not in review and f"<code>order</code> = <bdi>{MASK}</bdi>" in review

@@ -32,7 +32,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from backend.notifications import pricing, rendering
+from backend.notifications import masking, pricing, rendering
 from backend.notifications.models import Category, Channel, Kind, TemplateVersion
 from backend.notifications.models.recipient import text_direction
 from campaigns import actions
@@ -328,8 +328,12 @@ class LanguagePreview:
         return text_direction(self.language)
 
 
-def previews(template_versions: dict[str, int], params: dict, languages: list[str] | None = None) -> list:
-    """The message in each language (of ``languages``, the audience's, when given), rendered with ``params``."""
+def previews(kind: Kind, template_versions: dict[str, int], params: dict, languages: list[str] | None = None) -> list:
+    """The message in each language (of ``languages``, the audience's, when given), rendered with ``params``.
+
+    Secret params (``masking``) are rendered as ``••••••``: staff never read a secret in a preview.
+    """
+    params = masking.masked_params(kind, params)
     versions = TemplateVersion.objects.in_bulk([int(pk) for pk in template_versions.values()])
     shown = []
     for language, pk in sorted(template_versions.items()):
@@ -363,7 +367,7 @@ def _live(composed: Composed) -> dict[str, Any]:
         return {
             "live_error": f"{composed.kind.name} has no approved template on {campaign.channel}: approve one first."
         }
-    context: dict[str, Any] = {"previews": previews(campaign.template_versions, campaign.params)}
+    context: dict[str, Any] = {"previews": previews(composed.kind, campaign.template_versions, campaign.params)}
     try:
         figures = preflight(campaign, timezone.now())
     except (AudienceUnavailable, rendering.RenderError, pricing.PriceListError, actions.CampaignRefused) as exc:
@@ -561,9 +565,11 @@ def review(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _review_page(request: HttpRequest, campaign: Campaign, error: str = "", status: int = 200) -> HttpResponse:
     problem = actions.approval_problem(campaign, request.user)
-    shown = previews(campaign.template_versions, campaign.params, list(campaign.preflight.get("languages", {})) or None)
+    languages = list(campaign.preflight.get("languages", {})) or None
+    shown = previews(campaign.kind, campaign.template_versions, campaign.params, languages)
     context = {
         "campaign": campaign,
+        "shown_params": masking.masked_params(campaign.kind, campaign.params),
         "figures": display(campaign.preflight) if campaign.preflight else None,
         "previews": shown,
         "can_decide": problem is None,
