@@ -5,6 +5,7 @@ import re
 import pytest
 from django.contrib.auth.models import Group, User
 
+from backend.notifications.models import Kind
 from campaigns import actions
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, SegmentMember
 from tests.campaigns_setup import draft, submitted
@@ -133,3 +134,17 @@ def test_cancel_by_the_author_or_an_approver_only(marketer, approver, outsider):
     assert CampaignAudit.objects.filter(campaign=campaign).last().detail == {
         "from_state": "submitted", "sent": 0, "cancelled": 0, "in_flight": 0, "counts": {},
     }  # fmt: skip
+
+
+def test_a_marketing_kind_can_never_stop_honouring_opt_outs(demo_data):
+    """A superuser unticking promo's opt-out after a campaign's approval sent it to someone who had opted out."""
+    from django.core.exceptions import ValidationError
+    from django.db import IntegrityError, transaction
+
+    promo = Kind.objects.get(name="promo")
+    promo.opt_out_allowed = False
+    with pytest.raises(ValidationError, match=re.escape("A marketing kind must let people opt out.")):
+        promo.full_clean()  # what the admin's form runs
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Kind.objects.filter(pk=promo.pk).update(opt_out_allowed=False)
+    assert Kind.objects.get(pk=promo.pk).opt_out_allowed is True

@@ -71,7 +71,8 @@ class Kind(models.Model):
         help_text='Channels in order of preference, e.g. ["push", "sms", "email"].',
     )
     opt_out_allowed = models.BooleanField(
-        default=True, help_text="Users may turn it off. Never for security kinds (OTP, security alerts)."
+        default=True,
+        help_text="Users may turn it off. Never for security kinds (OTP, security alerts); always for marketing.",
     )
     over_limit = models.CharField(max_length=8, choices=OverLimit.choices, default=OverLimit.SUPPRESS)
     params = models.JSONField(default=dict, blank=True, validators=[_validate_params])
@@ -88,6 +89,15 @@ class Kind(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            # Marketing without the person's way out is unlawful (ePrivacy art. 13(2), CAN-SPAM §7704(a)(3)),
+            # and a flag turned off after a campaign's approval would reach those who opted out.
+            models.CheckConstraint(
+                condition=~models.Q(category="marketing", opt_out_allowed=False),
+                name="kind_marketing_allows_opt_out",
+                violation_error_message="A marketing kind must let people opt out.",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
