@@ -35,6 +35,8 @@ EDITABLE_FIELDS = (
 )  # fmt: skip
 EDITABLE_STATES = {Campaign.State.DRAFT, Campaign.State.SUBMITTED, Campaign.State.APPROVED, Campaign.State.REJECTED}
 FINAL_STATES = {Campaign.State.CANCELLED, Campaign.State.DONE}
+# Characters of an approver's comment.
+MAX_COMMENT = 2_000
 # Rows without a task that ``cancel`` writes ``cancelled`` after its commit (~0.5 s); the scheduler does the rest.
 CANCEL_CHUNK = 10_000
 # Audit actions that make a user a writer of the campaign, and so never its approver.
@@ -452,6 +454,11 @@ def reject(campaign: Campaign, user: AbstractBaseUser, shown_hash: str, comment:
 
 
 def _decide(campaign: Campaign, user: AbstractBaseUser, shown_hash: str, decision: str, comment: str) -> Campaign:
+    if len(comment) > MAX_COMMENT:
+        # Every page, the API and the PDF report carry it: a million characters took the report 17 s.
+        raise CampaignRefused(
+            f"A comment is up to {MAX_COMMENT:,} characters; this one has {len(comment):,}.", "comment"
+        )
     read = Campaign.objects.select_related("kind", "segment").get(pk=campaign.pk)
     problem = approval_problem(read, user)
     if problem:

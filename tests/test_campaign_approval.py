@@ -148,3 +148,15 @@ def test_a_marketing_kind_can_never_stop_honouring_opt_outs(demo_data):
     with pytest.raises(IntegrityError), transaction.atomic():
         Kind.objects.filter(pk=promo.pk).update(opt_out_allowed=False)
     assert Kind.objects.get(pk=promo.pk).opt_out_allowed is True
+
+
+def test_a_comment_over_2000_characters_is_refused_and_nothing_decided(marketer, approver):
+    campaign = submitted(marketer)
+    with pytest.raises(actions.CampaignRefused) as refused:
+        actions.reject(campaign, approver, campaign.content_hash, "x" * 2_001)
+    assert (refused.value.field, refused.value.message) == (
+        "comment", "A comment is up to 2,000 characters; this one has 2,001."
+    )  # fmt: skip
+    campaign.refresh_from_db()
+    assert campaign.state == Campaign.State.SUBMITTED and not campaign.approvals.exists()
+    assert actions.approve(campaign, approver, campaign.content_hash, "y" * 2_000).state == Campaign.State.APPROVED
