@@ -10,7 +10,7 @@ create drafts, never approve (DESIGN.md §5).
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -121,13 +121,20 @@ def _kind_problem(campaign: Campaign) -> tuple[str, str] | None:
     return None
 
 
+INSTANT_NAMES = {"send_at": "The send time (send_at)", "end_at": "The end time (end_at)"}
+
+
+def _utc_text(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _instant_problem(name: str, value: datetime | None, now: datetime) -> str | None:
     if value is None:
         return None
     if timezone.is_naive(value):
-        return f"{name} needs a time zone (e.g. 2026-12-01T09:00:00Z)."
+        return f"{INSTANT_NAMES[name]} needs a time zone (e.g. 2026-12-01T09:00:00Z)."
     if value <= now:
-        return f"{name} {value.isoformat()} is in the past: pick an instant after {now.isoformat(timespec='seconds')}."
+        return f"{INSTANT_NAMES[name]} {_utc_text(value)} is in the past: pick a time after {_utc_text(now)}."
     return None
 
 
@@ -148,7 +155,7 @@ def _schedule_problem(campaign: Campaign, now: datetime) -> tuple[str, str] | No
         if problem:
             return (f"schedule.{name}" if name == "send_at" else name), problem
     if campaign.end_at and campaign.send_at and campaign.end_at <= campaign.send_at:
-        return "end_at", "end_at must come after send_at: nothing would be sent."
+        return "end_at", "The end time (end_at) must come after the send time (send_at): nothing would be sent."
     return None
 
 

@@ -77,7 +77,8 @@ def test_a_repeated_key_with_another_body_is_refused(create):
         (
             {"schedule": {"mode": "at", "send_at": "2026-11-30T09:00:00Z"}},
             "schedule.send_at",
-            "send_at 2026-11-30T09:00:00+00:00 is in the past: pick an instant after 2026-12-01T08:00:00+00:00.",
+            "The send time (send_at) 2026-11-30 09:00:00 UTC is in the past: "
+            "pick a time after 2026-12-01 08:00:00 UTC.",
         ),
         ({"schedule": {"mode": "at", "send_at": "2026-12-05T09:00:00"}}, "schedule.send_at",
          "Include a UTC offset or Z, e.g. 2026-12-01T09:00:00Z."),

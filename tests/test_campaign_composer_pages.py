@@ -123,7 +123,7 @@ def test_a_marketer_saves_a_draft_then_submits_it(client, marketer, segment):
         ({"template_xx": "1"}, 400, "There is no approved shipped template in &#x27;xx&#x27;."),
         ({"correction": "999999"}, 400, "Unknown template version &#x27;999999&#x27;"),
         ({"schedule_mode": "at", "send_at": "2020-01-01T09:00"}, 422,
-         "send_at 2020-01-01T09:00:00+00:00 is in the past"),
+         "The send time (send_at) 2020-01-01 09:00:00 UTC is in the past"),
         ({"schedule_mode": "at", "send_at": "tomorrow"}, 400, "is not a date and time"),
         ({"zone": "Mars/Olympus"}, 400, "Unknown time zone"),
         ({"param_order": "1234567890123"}, 400, "order is at most 12 characters."),

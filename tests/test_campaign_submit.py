@@ -49,7 +49,7 @@ def test_a_schedule_that_has_passed_by_submit_is_refused(marketer):
         actions.submit(campaign, marketer)
     assert refused.value.field == "schedule.send_at"
     assert refused.value.message == (
-        "send_at 2026-12-01T08:05:00+00:00 is in the past: pick an instant after 2026-12-01T08:10:00+00:00."
+        "The send time (send_at) 2026-12-01 08:05:00 UTC is in the past: pick a time after 2026-12-01 08:10:00 UTC."
     )
 
 
