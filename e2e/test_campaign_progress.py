@@ -71,6 +71,11 @@ def test_the_page_follows_the_run_to_100_percent_without_a_reload(running, live_
     assert sorted(m["to"] for m in stub.state.messages) == [f"+1555020{n:04d}" for n in range(AUDIENCE)]
     screenshot("campaign-progress-100")
 
+    # On a phone the page keeps its width; its wide tables scroll by themselves.
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") == 390
+    screenshot("campaign-progress-100-phone")
+
 
 def test_a_cancel_from_the_page_shows_the_ledger(running, live_server, stub, page, screenshot):
     fanout.fan_out(running.pk)
