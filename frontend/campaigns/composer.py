@@ -299,11 +299,12 @@ def _read_correction(composed: Composed) -> None:
 
 
 def _corrections(composed: Composed) -> list[TemplateVersion]:
-    """Approved versions a correction may use: the channel's, of marketing and transactional kinds."""
+    """Approved versions a correction may use: the channel's, of the campaign kind's family (its category)."""
     channel = composed.fields.get("channel") or composed.values.get("channel", "")
+    categories = [composed.kind.category] if composed.kind else CAMPAIGN_CATEGORIES
     return list(
         TemplateVersion.objects.filter(
-            status=TemplateVersion.Status.APPROVED, channel=channel, kind__category__in=CAMPAIGN_CATEGORIES
+            status=TemplateVersion.Status.APPROVED, channel=channel, kind__category__in=categories
         )
         .select_related("kind")
         .order_by("kind__name", "language", "-version")
