@@ -8,6 +8,7 @@ any approval: the campaign returns to draft and its audit says why. An API clien
 create drafts, never approve (DESIGN.md §5).
 """
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from backend.notifications import idempotency
 from backend.notifications.models import ApiClient, Category, Recipient, State, TemplateVersion
 from backend.notifications.rendering import RenderError
 from campaigns import ledger
-from campaigns.audience import AudienceUnavailable, audience
+from campaigns.audience import Audience, AudienceUnavailable, audience
 from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, Origin, ScheduleMode, Segment, SegmentMember
 from campaigns.preflight import preflight
@@ -678,19 +679,84 @@ def _scheduler_audit(campaign: Campaign, action: str, **detail: Any) -> None:
     )  # fmt: skip
 
 
-def start(campaign: Campaign) -> bool:
-    """Move an approved campaign to running (the scheduler, when its time came); False if it was not approved.
+# How much a filter segment's audience may grow between approval and start (a filter reaches whoever
+# matches when it runs); beyond it the approval no longer covers who would be sent it.
+AUDIENCE_GROWTH_ALLOWED = 0.10
 
-    A conditional UPDATE, so two schedulers start it once; audited as the scheduler, with the
-    approved content hash. The fan-out (``campaigns/fanout.py``) then makes its notifications.
+
+def approved_audience(campaign: Campaign) -> int | None:
+    """The audience size the approver was shown (the frozen pre-flight, else the submit's audit row)."""
+    if "audience" in campaign.preflight:
+        return int(campaign.preflight["audience"])
+    submit = campaign.audit.filter(action=CampaignAudit.Action.SUBMIT).order_by("-at").first()
+    return submit.detail.get("audience") if submit else None
+
+
+def start_problem(campaign: Campaign, found: Audience, found_hash: str) -> str | None:
+    """Why an approved campaign may not start as it stands (its content is not what was approved); None if it may.
+
+    A list segment's members and everything else in the content hash are fixed at approval, so
+    any difference in the hash is a change nobody approved. A filter segment reaches whoever
+    matches when it runs, so its members may differ, but its audience may not grow past the
+    size approved by more than ``AUDIENCE_GROWTH_ALLOWED`` (rounded up): an API key that adds
+    attributes must not widen an approved campaign without limit.
+    """
+    if found_hash == campaign.content_hash:
+        return None
+    if campaign.segment.kind == Segment.Kind.LIST:
+        return "its content changed after it was approved"
+    approved = approved_audience(campaign)
+    if approved is None:
+        return None
+    allowed = approved + math.ceil(approved * AUDIENCE_GROWTH_ALLOWED)
+    if found.size > allowed:
+        return (
+            f"its filter now matches {found.size:,} recipients, {approved:,} were approved "
+            f"(at most {allowed:,} may go without a new approval)"
+        )
+    return None
+
+
+def _void_at_start(current: Campaign, problem: str, **detail: Any) -> str:
+    """Return a locked approved campaign that may not start to draft, audited as the scheduler; its new state."""
+    reason = _void(current, problem)
+    current.save()
+    _scheduler_audit(current, CampaignAudit.Action.VOID, reason=reason, **detail)
+    return current.state
+
+
+def refuse_start(campaign: Campaign, problem: str) -> None:
+    """Return an approved campaign whose audience cannot be counted any more to draft, saying why (the scheduler)."""
+    with transaction.atomic():
+        current = _locked(campaign)
+        if current.state == Campaign.State.APPROVED:
+            _void_at_start(current, problem)
+
+
+def start(campaign: Campaign, found: Audience | None = None, found_hash: str = "") -> bool:
+    """Move an approved campaign to running (the scheduler, when its time came); False if it did not start.
+
+    ``found`` and ``found_hash``: its audience and content hash counted by the caller just before,
+    outside any transaction (``fanout.start_due``); when given and ``start_problem`` finds the
+    content is no longer what was approved, the campaign goes back to draft (audited ``void``)
+    instead. A conditional UPDATE, so two schedulers start it once; audited as the scheduler,
+    with the approved content hash and the audience at the start. The fan-out
+    (``campaigns/fanout.py``) then makes its notifications.
     """
     with transaction.atomic():
+        if found is not None:
+            current = _locked(campaign)
+            problem = current.state == Campaign.State.APPROVED and start_problem(current, found, found_hash)
+            if problem:
+                campaign.state = _void_at_start(current, problem, found_hash=found_hash)
+                return False
         moved = Campaign.objects.filter(pk=campaign.pk, state=Campaign.State.APPROVED).update(
             state=Campaign.State.RUNNING, updated_at=timezone.now()
         )
         if moved:
             campaign.state = Campaign.State.RUNNING
-            _scheduler_audit(campaign, CampaignAudit.Action.START)
+            detail = {"audience": found.size} if found is not None else {}
+            _scheduler_audit(campaign, CampaignAudit.Action.START, **detail)
     return bool(moved)
 
 

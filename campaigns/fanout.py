@@ -84,7 +84,8 @@ from backend.notifications.policy import WINDOW_SECONDS
 from backend.notifications.queues import HUEYS
 from backend.notifications.tasks import enqueue_deliveries
 from campaigns import actions, ledger
-from campaigns.audience import recipients
+from campaigns.audience import AudienceUnavailable, audience, recipients
+from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
 from campaigns.waves import wave_instant, waves
 
@@ -154,7 +155,13 @@ def start_due(now: datetime | None = None) -> list[int]:
     """
     started = []
     for campaign in due_campaigns(now or timezone.now()):
-        if not actions.start(campaign):
+        # Counted before start's short transaction: a big segment's count holds no lock.
+        try:
+            found = audience(campaign.segment)
+        except AudienceUnavailable as exc:
+            actions.refuse_start(campaign, str(exc))
+            continue
+        if not actions.start(campaign, found, campaign_hash(campaign, found)):
             continue
         if campaign.schedule_mode == ScheduleMode.LOCAL_TIME:
             actions.record_schedule(campaign, schedule_detail(campaign, started_at(campaign)))
