@@ -56,15 +56,17 @@ class CampaignCreateView(APIView):
             400: _ERROR,
             401: _ERROR,
             422: OpenApiResponse(
-                description="JSON error naming the field: unknown or security kind, a past schedule, unknown or "
-                "more than 10,000 user ids, an unapproved template, or a repeated key with a different body."
+                description="JSON error naming the field: unknown or security kind, a name with control characters, "
+                "params over their declared length, a past schedule or a wall time with a UTC offset, a segment this "
+                "key did not create, unknown or more than 10,000 user ids, an unapproved template or a correction "
+                "outside the kind's category, or a repeated key with a different body."
             ),
         },
     )
     def post(self, request: Request) -> Response:
         """Create a draft campaign (201), or return the original draft for a repeated key (200)."""
         key = idempotency_key(request)
-        serializer = CampaignCreateSerializer(data=json_object(request))
+        serializer = CampaignCreateSerializer(data=json_object(request), context={"client": request.auth})
         serializer.is_valid(raise_exception=True)
         try:
             created = actions.create_draft(

@@ -1,6 +1,7 @@
 """Request and response shapes of /api/v1/campaigns. Requests refuse unknown fields, like the rest of /api/v1."""
 
 import json
+from datetime import time
 
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -18,6 +19,7 @@ from backend.notifications.api.serializers import (
 )
 from backend.notifications.models import Channel, Kind, TemplateVersion
 from campaigns import ledger as ledgers
+from campaigns import validation
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment
 
 # Users listed in the body of one request; a bigger audience is an uploaded list segment.
@@ -38,6 +40,18 @@ def _refuse_naive_instants(data, names: tuple[str, ...]) -> None:
             raise serializers.ValidationError({name: ["Include a UTC offset or Z, e.g. 2026-12-01T09:00:00Z."]})
 
 
+def _refuse_offset_wall_time(data) -> None:
+    """Django's ``parse_time`` silently drops a UTC offset ("09:00+05:00" → 09:00); a wall time has none."""
+    raw = data.get("local_time") if isinstance(data, dict) else None
+    try:
+        parsed = time.fromisoformat(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return  # not a time at all: the field says so
+    problem = None if parsed is None else validation.wall_time_problem(parsed)
+    if problem:
+        raise serializers.ValidationError({"local_time": [problem]})
+
+
 class ScheduleSerializer(StrictSerializer):
     mode = serializers.ChoiceField(choices=ScheduleMode.choices, default=ScheduleMode.NOW)
     send_at = serializers.DateTimeField(
@@ -49,6 +63,7 @@ class ScheduleSerializer(StrictSerializer):
 
     def to_internal_value(self, data):
         _refuse_naive_instants(data, ("send_at",))
+        _refuse_offset_wall_time(data)
         return super().to_internal_value(data)
 
 
@@ -72,10 +87,12 @@ class CorrectionSerializer(StrictSerializer):
 class CampaignCreateSerializer(StrictSerializer):
     """A draft campaign: a person with the approver role approves it later, never an API key."""
 
-    name = StrictCharField(max_length=200)
+    name = StrictCharField(help_text=f"Up to {validation.MAX_NAME} printable characters, no direction controls.")
     kind = serializers.SlugField(max_length=64, help_text="A marketing or transactional kind; security kinds: 422.")
     channel = serializers.ChoiceField(choices=Channel.choices)
-    segment = serializers.IntegerField(min_value=1, required=False, help_text="A segment id; or give user_ids.")
+    segment = serializers.IntegerField(
+        min_value=1, required=False, help_text="The id of a segment this API key created; or give user_ids."
+    )
     user_ids = serializers.ListField(
         child=UserIdField(),
         required=False,
@@ -101,6 +118,12 @@ class CampaignCreateSerializer(StrictSerializer):
         _refuse_naive_instants(data, ("end_at",))
         return super().to_internal_value(data)
 
+    def validate_name(self, value: str) -> str:
+        problem = validation.name_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
     def validate_kind(self, value: str) -> Kind:
         kind = Kind.objects.filter(name=value).first()
         if kind is None:
@@ -108,9 +131,10 @@ class CampaignCreateSerializer(StrictSerializer):
         return kind
 
     def validate_segment(self, value: int) -> Segment:
-        segment = Segment.objects.filter(pk=value).first()
+        """Only a segment this API client created (``context["client"]``): another's is answered like an unknown id."""
+        segment = Segment.objects.filter(pk=value, client=self.context["client"]).first()
         if segment is None:
-            raise serializers.ValidationError(f"No segment with id {value}.")
+            raise serializers.ValidationError(f"No segment with id {value} that this API key may use.")
         return segment
 
     def validate_params(self, value: dict) -> dict:
@@ -123,6 +147,9 @@ class CampaignCreateSerializer(StrictSerializer):
     def validate(self, attrs: dict) -> dict:
         if ("segment" in attrs) == ("user_ids" in attrs):
             raise serializers.ValidationError({"segment": ["Give either a segment id or a list of user_ids."]})
+        problems = validation.params_problems(attrs["kind"].params, attrs.get("params", {}))
+        if problems:
+            raise serializers.ValidationError({"params": {name: [problem] for name, problem in problems.items()}})
         return attrs
 
     def draft_fields(self) -> dict:
