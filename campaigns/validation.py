@@ -8,9 +8,14 @@ marketer's form refuses. Each function returns the problem as a sentence, or Non
 from datetime import time
 from typing import Any
 
-from campaigns.models import Campaign
+from campaigns.models import Campaign, Segment
 
-MAX_NAME = Campaign._meta.get_field("name").max_length
+# actions.py names derived segments and drafts "<name> (list)", "(remainder)", "(correction)" in 200-character
+# columns: a name leaves room for the longest suffix, else saving the derived segment is a database error.
+LONGEST_DERIVED_SUFFIX = " (correction)"
+MAX_NAME = min(Campaign._meta.get_field("name").max_length, Segment._meta.get_field("name").max_length) - len(
+    LONGEST_DERIVED_SUFFIX
+)
 # Unicode's explicit embeddings, overrides (U+202A–U+202E) and isolates (U+2066–U+2069): one in a name
 # reverses the text after it wherever the name is shown, the derived segment "… (list)" and the PDF too.
 BIDI_CONTROLS = frozenset(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]))

@@ -195,8 +195,8 @@ def test_reading_a_campaign_takes_a_fixed_number_of_queries(api, create, markete
          "A name cannot hold direction controls (U+202A–U+202E, U+2066–U+2069): they reverse the text shown."),
         ({"name": "Sale \u2067 isolated"}, "name",
          "A name cannot hold direction controls (U+202A–U+202E, U+2066–U+2069): they reverse the text shown."),
-        ({"name": "Weekend\nsale"}, "name", "A name is up to 200 printable characters."),
-        ({"name": "Weekend sale\x07"}, "name", "A name is up to 200 printable characters."),
+        ({"name": "Weekend\nsale"}, "name", "A name is up to 187 printable characters."),
+        ({"name": "Weekend sale\x07"}, "name", "A name is up to 187 printable characters."),
         ({"params": {"percent": "1000000"}}, "params.percent", "percent is at most 3 characters."),
         ({"params": {"percent": 1000}}, "params.percent", "percent is at most 3 characters."),
         ({"params": {"percent": ["20"]}}, "params.percent", "percent is a text."),
@@ -211,6 +211,19 @@ def test_what_the_composer_refuses_is_a_422(create, change, field, message):
     assert response.status_code == 422, response.json()
     assert response.json()["fields"] == {field: [message]}
     assert not Campaign.objects.exists() and not Segment.objects.exists()
+
+
+def test_a_name_leaves_room_for_the_derived_segments_suffix(create):
+    refused = create({**BODY, "name": "x" * 188})
+    assert (refused.status_code, refused.json()["fields"]) == (
+        422,
+        {"name": ["A name is up to 187 printable characters."]},
+    )
+
+    response = create({**BODY, "name": "x" * 187}, key="longest-name")
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["segment"]["name"] == "x" * 187 + " (list)"
 
 
 def test_a_list_param_is_checked_item_by_item(create):

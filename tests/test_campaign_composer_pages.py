@@ -127,7 +127,7 @@ def test_a_marketer_saves_a_draft_then_submits_it(client, marketer, segment):
         ({"zone": "Mars/Olympus"}, 400, "Unknown time zone"),
         ({"param_order": "1234567890123"}, 400, "order is at most 12 characters."),
         ({"name": "Order \u202eupdate"}, 400, "A name cannot hold direction controls"),
-        ({"name": "Order\x07update"}, 400, "A name is up to 200 printable characters."),
+        ({"name": "Order\x07update"}, 400, "A name is up to 187 printable characters."),
         ({"schedule_mode": "local_time", "local_time": "09:00+05:00"}, 400,
          "Give a wall time without a UTC offset, e.g. 09:00: each recipient&#x27;s own zone applies."),
         ({"correction": "", "correction_none_reason": "", "save": None, "submit": "1"}, 422,
