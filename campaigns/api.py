@@ -19,7 +19,12 @@ from backend.notifications.api.parsers import json_object
 from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, idempotency_key
 from campaigns import actions, report
 from campaigns.models import Campaign
-from campaigns.serializers import CampaignCreateSerializer, CampaignSerializer
+from campaigns.serializers import (
+    CampaignCreateSerializer,
+    CampaignListQuerySerializer,
+    CampaignPageSerializer,
+    CampaignSerializer,
+)
 
 _ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
 
@@ -38,6 +43,30 @@ def _campaign(pk: int, client) -> Campaign:
 
 
 class CampaignCreateView(APIView):
+    """``/api/v1/campaigns``: POST creates a draft, GET lists the key's own campaigns."""
+
+    @extend_schema(
+        operation_id="list_campaigns",
+        parameters=[CampaignListQuerySerializer],
+        responses={200: CampaignPageSerializer, 401: _ERROR, 422: _ERROR},
+    )
+    def get(self, request: Request) -> Response:
+        """The campaigns this API client created, newest first, ``limit`` at a time after the ``before`` cursor.
+
+        Keyset pagination on the id (ids grow with creation): a page is stable while new
+        campaigns are created, and costs the same however deep. 422 for a bad limit or cursor.
+        """
+        query = CampaignListQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        limit, before = query.validated_data["limit"], query.validated_data.get("before")
+        campaigns = Campaign.objects.select_related("kind", "segment").filter(client=request.auth)
+        if before is not None:
+            campaigns = campaigns.filter(pk__lt=before)
+        page = list(campaigns.order_by("-pk")[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        return Response(CampaignPageSerializer({"campaigns": page, "next_before": page[-1].pk if more else None}).data)
+
     @extend_schema(
         operation_id="create_campaign",
         request=CampaignCreateSerializer,

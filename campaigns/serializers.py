@@ -24,6 +24,10 @@ from campaigns.models import Campaign, CampaignApproval, CampaignAudit, Schedule
 
 # Users listed in the body of one request; a bigger audience is an uploaded list segment.
 MAX_INLINE_USER_IDS = 10_000
+# Campaigns in one page of GET /api/v1/campaigns.
+DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT = 20, 100
+# One name in the schema for the state of a campaign and of a list row (settings' ENUM_NAME_OVERRIDES).
+CAMPAIGN_STATES = Campaign.State.choices
 
 
 def _refuse_naive_instants(data, names: tuple[str, ...]) -> None:
@@ -65,6 +69,12 @@ class ScheduleSerializer(StrictSerializer):
         _refuse_naive_instants(data, ("send_at",))
         _refuse_offset_wall_time(data)
         return super().to_internal_value(data)
+
+
+def _schedule_of(campaign: Campaign) -> dict:
+    return ScheduleSerializer(
+        {"mode": campaign.schedule_mode, "send_at": campaign.send_at, "local_time": campaign.local_time}
+    ).data
 
 
 class CorrectionSerializer(StrictSerializer):
@@ -167,6 +177,17 @@ class CampaignCreateSerializer(StrictSerializer):
         }
 
 
+class CampaignListQuerySerializer(StrictSerializer):
+    """The query of ``GET /api/v1/campaigns``: a page of the key's own campaigns, newest first."""
+
+    limit = serializers.IntegerField(
+        min_value=1, max_value=MAX_LIST_LIMIT, default=DEFAULT_LIST_LIMIT, help_text="Campaigns in this page."
+    )
+    before = serializers.IntegerField(
+        min_value=1, required=False, help_text="The next_before of the previous page: campaigns older than that id."
+    )
+
+
 class ApprovalSerializer(serializers.ModelSerializer):
     approver = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
@@ -256,9 +277,7 @@ class CampaignSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ScheduleSerializer)
     def get_schedule(self, campaign: Campaign) -> dict:
-        return ScheduleSerializer(
-            {"mode": campaign.schedule_mode, "send_at": campaign.send_at, "local_time": campaign.local_time}
-        ).data
+        return _schedule_of(campaign)
 
     @extend_schema_field(CorrectionSerializer)
     def get_correction(self, campaign: Campaign) -> dict:
@@ -279,3 +298,29 @@ class CampaignSerializer(serializers.ModelSerializer):
         if campaign.pk not in cache:
             cache[campaign.pk] = ledgers.ledger(campaign)
         return cache[campaign.pk]
+
+
+class CampaignSummarySerializer(serializers.ModelSerializer):
+    """One line of the campaign list: no counts or audit (read those at /api/v1/campaigns/{id})."""
+
+    kind = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    segment = SegmentSummarySerializer(read_only=True)
+    schedule = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Campaign
+        fields = ["id", "name", "state", "kind", "channel", "segment", "schedule", "end_at", "content_hash",
+                  "created_at", "submitted_at"]  # fmt: skip
+
+    @extend_schema_field(ScheduleSerializer)
+    def get_schedule(self, campaign: Campaign) -> dict:
+        return _schedule_of(campaign)
+
+
+class CampaignPageSerializer(serializers.Serializer):
+    """A page of campaigns, newest first, and the cursor of the next (null on the last page)."""
+
+    campaigns = CampaignSummarySerializer(many=True)
+    next_before = serializers.IntegerField(
+        allow_null=True, help_text="Pass as before for the next page; null when there are no older campaigns."
+    )

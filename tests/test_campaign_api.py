@@ -140,7 +140,7 @@ def test_the_approve_action_refuses_an_api_client(create, orders_service):
 
 def test_the_schema_lists_the_campaign_endpoints_without_an_approve_path(client):
     paths = client.get("/api/v1/openapi.json").json()["paths"]
-    assert set(paths["/api/v1/campaigns"]) == {"post"}
+    assert set(paths["/api/v1/campaigns"]) == {"get", "post"}
     assert set(paths["/api/v1/campaigns/{id}"]) == {"get"}
     assert set(paths["/api/v1/campaigns"]["post"]["responses"]) == {"200", "201", "400", "401", "422"}
     assert not [path for path in paths if "approve" in path]
@@ -292,3 +292,42 @@ def test_a_correction_of_the_same_kind_family_is_kept(create):
     response = create({**BODY, "correction": {"template_version": _version("promo")}})
     assert response.status_code == 201, response.json()
     assert response.json()["correction"] == {"template_version": _version("promo"), "none_reason": ""}
+
+
+# --- GET /api/v1/campaigns: the key's own campaigns, newest first ----------------------------------------------------
+
+
+def test_the_list_pages_through_the_clients_own_campaigns_newest_first(api, create):
+    ids = [create({**BODY, "name": f"Sale {n}"}, key=f"sale-{n}").json()["id"] for n in range(5)]
+    billing = APIClient()
+    billing.credentials(HTTP_AUTHORIZATION=f"Bearer {ApiClient.issue('billing')[1]}")
+
+    first = api.get("/api/v1/campaigns", {"limit": 2})
+    second = api.get("/api/v1/campaigns", {"limit": 2, "before": first.json()["next_before"]})
+    last = api.get("/api/v1/campaigns", {"limit": 2, "before": second.json()["next_before"]})
+
+    assert [response.status_code for response in (first, second, last)] == [200, 200, 200]
+    pages = [[(row["id"], row["name"]) for row in page.json()["campaigns"]] for page in (first, second, last)]
+    assert pages == [[(ids[4], "Sale 4"), (ids[3], "Sale 3")], [(ids[2], "Sale 2"), (ids[1], "Sale 1")],
+                     [(ids[0], "Sale 0")]]  # fmt: skip
+    assert [page.json()["next_before"] for page in (first, second, last)] == [ids[3], ids[1], None]
+    row = first.json()["campaigns"][0]
+    assert (row["state"], row["kind"], row["channel"], row["segment"]["name"]) == ("draft", "promo", "email",
+                                                                                   "Sale 4 (list)")  # fmt: skip
+    assert row["schedule"] == {"mode": "at", "send_at": "2026-12-05T09:00:00Z", "local_time": None}
+    assert billing.get("/api/v1/campaigns").json() == {"campaigns": [], "next_before": None}
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "message"),
+    [
+        ({"limit": 101}, "limit", "Ensure this value is less than or equal to 100."),
+        ({"limit": 0}, "limit", "Ensure this value is greater than or equal to 1."),
+        ({"before": "x"}, "before", "A valid integer is required."),
+        ({"page": 2}, "page", "Unknown field."),
+    ],
+)
+def test_a_bad_list_query_is_a_422(api, query, field, message):
+    response = api.get("/api/v1/campaigns", query)
+    assert response.status_code == 422, response.json()
+    assert response.json()["fields"] == {field: [message]}
