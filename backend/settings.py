@@ -364,7 +364,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    "ENUM_NAME_OVERRIDES": {"NotificationStateEnum": "backend.notifications.models.notification.State.choices"},
+    "ENUM_NAME_OVERRIDES": {
+        "NotificationStateEnum": "backend.notifications.models.notification.State.choices",
+        "CampaignStateEnum": "campaigns.serializers.CAMPAIGN_STATES",
+    },
 }
 
 LOGGING = {

@@ -189,6 +189,16 @@ def _correction_problem(campaign: Campaign, *, complete: bool) -> tuple[str, str
         return "correction", "Name a correction template or a reason for having none, not both."
     if version_id is not None:
         problem = _version_problem(version_id, campaign, None)
+        if problem is None:
+            # A correction goes to the same people as a campaign of this kind: never a security kind (an OTP
+            # sent to a segment), and the campaign's own category (a marketing campaign is corrected by marketing).
+            version = TemplateVersion.objects.select_related("kind").get(pk=version_id)
+            wanted = campaign.kind.category
+            if version.kind.category != wanted or wanted not in (Category.MARKETING, Category.TRANSACTIONAL):
+                problem = (
+                    f"{version}: {version.kind.name} is a {version.kind.category} kind: a correction is a {wanted} "
+                    f"template, like the campaign's {campaign.kind.name}."
+                )
         return ("correction.template_version", problem) if problem else None
     if complete and not reason:
         return "correction", (

@@ -19,7 +19,12 @@ from backend.notifications.api.parsers import json_object
 from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, idempotency_key
 from campaigns import actions, report
 from campaigns.models import Campaign
-from campaigns.serializers import CampaignCreateSerializer, CampaignSerializer
+from campaigns.serializers import (
+    CampaignCreateSerializer,
+    CampaignListQuerySerializer,
+    CampaignPageSerializer,
+    CampaignSerializer,
+)
 
 _ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
 
@@ -38,6 +43,30 @@ def _campaign(pk: int, client) -> Campaign:
 
 
 class CampaignCreateView(APIView):
+    """``/api/v1/campaigns``: POST creates a draft, GET lists the key's own campaigns."""
+
+    @extend_schema(
+        operation_id="list_campaigns",
+        parameters=[CampaignListQuerySerializer],
+        responses={200: CampaignPageSerializer, 401: _ERROR, 422: _ERROR},
+    )
+    def get(self, request: Request) -> Response:
+        """The campaigns this API client created, newest first, ``limit`` at a time after the ``before`` cursor.
+
+        Keyset pagination on the id (ids grow with creation): a page is stable while new
+        campaigns are created, and costs the same however deep. 422 for a bad limit or cursor.
+        """
+        query = CampaignListQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        limit, before = query.validated_data["limit"], query.validated_data.get("before")
+        campaigns = Campaign.objects.select_related("kind", "segment").filter(client=request.auth)
+        if before is not None:
+            campaigns = campaigns.filter(pk__lt=before)
+        page = list(campaigns.order_by("-pk")[: limit + 1])
+        more = len(page) > limit
+        page = page[:limit]
+        return Response(CampaignPageSerializer({"campaigns": page, "next_before": page[-1].pk if more else None}).data)
+
     @extend_schema(
         operation_id="create_campaign",
         request=CampaignCreateSerializer,
@@ -56,15 +85,17 @@ class CampaignCreateView(APIView):
             400: _ERROR,
             401: _ERROR,
             422: OpenApiResponse(
-                description="JSON error naming the field: unknown or security kind, a past schedule, unknown or "
-                "more than 10,000 user ids, an unapproved template, or a repeated key with a different body."
+                description="JSON error naming the field: unknown or security kind, a name with control characters, "
+                "params over their declared length, a past schedule or a wall time with a UTC offset, a segment this "
+                "key did not create, unknown or more than 10,000 user ids, an unapproved template or a correction "
+                "outside the kind's category, or a repeated key with a different body."
             ),
         },
     )
     def post(self, request: Request) -> Response:
         """Create a draft campaign (201), or return the original draft for a repeated key (200)."""
         key = idempotency_key(request)
-        serializer = CampaignCreateSerializer(data=json_object(request))
+        serializer = CampaignCreateSerializer(data=json_object(request), context={"client": request.auth})
         serializer.is_valid(raise_exception=True)
         try:
             created = actions.create_draft(

@@ -1,6 +1,7 @@
 """Request and response shapes of /api/v1/campaigns. Requests refuse unknown fields, like the rest of /api/v1."""
 
 import json
+from datetime import time
 
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
@@ -18,10 +19,15 @@ from backend.notifications.api.serializers import (
 )
 from backend.notifications.models import Channel, Kind, TemplateVersion
 from campaigns import ledger as ledgers
+from campaigns import validation
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment
 
 # Users listed in the body of one request; a bigger audience is an uploaded list segment.
 MAX_INLINE_USER_IDS = 10_000
+# Campaigns in one page of GET /api/v1/campaigns.
+DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT = 20, 100
+# One name in the schema for the state of a campaign and of a list row (settings' ENUM_NAME_OVERRIDES).
+CAMPAIGN_STATES = Campaign.State.choices
 
 
 def _refuse_naive_instants(data, names: tuple[str, ...]) -> None:
@@ -38,6 +44,18 @@ def _refuse_naive_instants(data, names: tuple[str, ...]) -> None:
             raise serializers.ValidationError({name: ["Include a UTC offset or Z, e.g. 2026-12-01T09:00:00Z."]})
 
 
+def _refuse_offset_wall_time(data) -> None:
+    """Django's ``parse_time`` silently drops a UTC offset ("09:00+05:00" → 09:00); a wall time has none."""
+    raw = data.get("local_time") if isinstance(data, dict) else None
+    try:
+        parsed = time.fromisoformat(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return  # not a time at all: the field says so
+    problem = None if parsed is None else validation.wall_time_problem(parsed)
+    if problem:
+        raise serializers.ValidationError({"local_time": [problem]})
+
+
 class ScheduleSerializer(StrictSerializer):
     mode = serializers.ChoiceField(choices=ScheduleMode.choices, default=ScheduleMode.NOW)
     send_at = serializers.DateTimeField(
@@ -49,7 +67,14 @@ class ScheduleSerializer(StrictSerializer):
 
     def to_internal_value(self, data):
         _refuse_naive_instants(data, ("send_at",))
+        _refuse_offset_wall_time(data)
         return super().to_internal_value(data)
+
+
+def _schedule_of(campaign: Campaign) -> dict:
+    return ScheduleSerializer(
+        {"mode": campaign.schedule_mode, "send_at": campaign.send_at, "local_time": campaign.local_time}
+    ).data
 
 
 class CorrectionSerializer(StrictSerializer):
@@ -72,10 +97,12 @@ class CorrectionSerializer(StrictSerializer):
 class CampaignCreateSerializer(StrictSerializer):
     """A draft campaign: a person with the approver role approves it later, never an API key."""
 
-    name = StrictCharField(max_length=200)
+    name = StrictCharField(help_text=f"Up to {validation.MAX_NAME} printable characters, no direction controls.")
     kind = serializers.SlugField(max_length=64, help_text="A marketing or transactional kind; security kinds: 422.")
     channel = serializers.ChoiceField(choices=Channel.choices)
-    segment = serializers.IntegerField(min_value=1, required=False, help_text="A segment id; or give user_ids.")
+    segment = serializers.IntegerField(
+        min_value=1, required=False, help_text="The id of a segment this API key created; or give user_ids."
+    )
     user_ids = serializers.ListField(
         child=UserIdField(),
         required=False,
@@ -101,6 +128,12 @@ class CampaignCreateSerializer(StrictSerializer):
         _refuse_naive_instants(data, ("end_at",))
         return super().to_internal_value(data)
 
+    def validate_name(self, value: str) -> str:
+        problem = validation.name_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
     def validate_kind(self, value: str) -> Kind:
         kind = Kind.objects.filter(name=value).first()
         if kind is None:
@@ -108,9 +141,10 @@ class CampaignCreateSerializer(StrictSerializer):
         return kind
 
     def validate_segment(self, value: int) -> Segment:
-        segment = Segment.objects.filter(pk=value).first()
+        """Only a segment this API client created (``context["client"]``): another's is answered like an unknown id."""
+        segment = Segment.objects.filter(pk=value, client=self.context["client"]).first()
         if segment is None:
-            raise serializers.ValidationError(f"No segment with id {value}.")
+            raise serializers.ValidationError(f"No segment with id {value} that this API key may use.")
         return segment
 
     def validate_params(self, value: dict) -> dict:
@@ -123,6 +157,9 @@ class CampaignCreateSerializer(StrictSerializer):
     def validate(self, attrs: dict) -> dict:
         if ("segment" in attrs) == ("user_ids" in attrs):
             raise serializers.ValidationError({"segment": ["Give either a segment id or a list of user_ids."]})
+        problems = validation.params_problems(attrs["kind"].params, attrs.get("params", {}))
+        if problems:
+            raise serializers.ValidationError({"params": {name: [problem] for name, problem in problems.items()}})
         return attrs
 
     def draft_fields(self) -> dict:
@@ -138,6 +175,17 @@ class CampaignCreateSerializer(StrictSerializer):
             "correction_version": correction["template_version"],
             "correction_none_reason": correction["none_reason"],
         }
+
+
+class CampaignListQuerySerializer(StrictSerializer):
+    """The query of ``GET /api/v1/campaigns``: a page of the key's own campaigns, newest first."""
+
+    limit = serializers.IntegerField(
+        min_value=1, max_value=MAX_LIST_LIMIT, default=DEFAULT_LIST_LIMIT, help_text="Campaigns in this page."
+    )
+    before = serializers.IntegerField(
+        min_value=1, required=False, help_text="The next_before of the previous page: campaigns older than that id."
+    )
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
@@ -229,9 +277,7 @@ class CampaignSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ScheduleSerializer)
     def get_schedule(self, campaign: Campaign) -> dict:
-        return ScheduleSerializer(
-            {"mode": campaign.schedule_mode, "send_at": campaign.send_at, "local_time": campaign.local_time}
-        ).data
+        return _schedule_of(campaign)
 
     @extend_schema_field(CorrectionSerializer)
     def get_correction(self, campaign: Campaign) -> dict:
@@ -252,3 +298,29 @@ class CampaignSerializer(serializers.ModelSerializer):
         if campaign.pk not in cache:
             cache[campaign.pk] = ledgers.ledger(campaign)
         return cache[campaign.pk]
+
+
+class CampaignSummarySerializer(serializers.ModelSerializer):
+    """One line of the campaign list: no counts or audit (read those at /api/v1/campaigns/{id})."""
+
+    kind = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    segment = SegmentSummarySerializer(read_only=True)
+    schedule = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Campaign
+        fields = ["id", "name", "state", "kind", "channel", "segment", "schedule", "end_at", "content_hash",
+                  "created_at", "submitted_at"]  # fmt: skip
+
+    @extend_schema_field(ScheduleSerializer)
+    def get_schedule(self, campaign: Campaign) -> dict:
+        return _schedule_of(campaign)
+
+
+class CampaignPageSerializer(serializers.Serializer):
+    """A page of campaigns, newest first, and the cursor of the next (null on the last page)."""
+
+    campaigns = CampaignSummarySerializer(many=True)
+    next_before = serializers.IntegerField(
+        allow_null=True, help_text="Pass as before for the next page; null when there are no older campaigns."
+    )

@@ -7,10 +7,11 @@ import pytest
 import time_machine
 from rest_framework.test import APIClient
 
-from backend.notifications.models import ApiClient, State
+from backend.notifications.models import ApiClient, State, TemplateVersion
 from campaigns import actions
 from campaigns.models import Campaign, CampaignAudit, Segment
 from campaigns.serializers import MAX_INLINE_USER_IDS
+from tests.campaigns_setup import list_segment
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -85,7 +86,7 @@ def test_a_repeated_key_with_another_body_is_refused(create):
         ({"user_ids": ["u-en-1", "u-nobody", "u-ghost"]}, "user_ids", "2 unknown user id(s): u-ghost, u-nobody"),
         ({"user_ids": [f"u-{n}" for n in range(MAX_INLINE_USER_IDS + 1)]}, "user_ids",
          "At most 10,000 user ids; upload a list segment for more."),
-        ({"segment": 999999}, "segment", "No segment with id 999999."),
+        ({"segment": 999999}, "segment", "No segment with id 999999 that this API key may use."),
         ({"channel": "fax"}, "channel", '"fax" is not a valid choice.'),
         ({"colour": "red"}, "colour", "Unknown field."),
     ],
@@ -140,7 +141,7 @@ def test_the_approve_action_refuses_an_api_client(create, orders_service):
 
 def test_the_schema_lists_the_campaign_endpoints_without_an_approve_path(client):
     paths = client.get("/api/v1/openapi.json").json()["paths"]
-    assert set(paths["/api/v1/campaigns"]) == {"post"}
+    assert set(paths["/api/v1/campaigns"]) == {"get", "post"}
     assert set(paths["/api/v1/campaigns/{id}"]) == {"get"}
     assert set(paths["/api/v1/campaigns"]["post"]["responses"]) == {"200", "201", "400", "401", "422"}
     assert not [path for path in paths if "approve" in path]
@@ -183,3 +184,151 @@ def test_reading_a_campaign_takes_a_fixed_number_of_queries(api, create, markete
     with django_assert_num_queries(5):
         response = api.get(f"/api/v1/campaigns/{campaign.pk}")
     assert len(response.json()["audit"]) == 6
+
+
+# --- what the composer refuses, the API refuses (campaigns/validation.py) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"name": "Sale \u202eelas"}, "name",
+         "A name cannot hold direction controls (U+202A–U+202E, U+2066–U+2069): they reverse the text shown."),
+        ({"name": "Sale \u2067 isolated"}, "name",
+         "A name cannot hold direction controls (U+202A–U+202E, U+2066–U+2069): they reverse the text shown."),
+        ({"name": "Weekend\nsale"}, "name", "A name is up to 187 printable characters."),
+        ({"name": "Weekend sale\x07"}, "name", "A name is up to 187 printable characters."),
+        ({"params": {"percent": "1000000"}}, "params.percent", "percent is at most 3 characters."),
+        ({"params": {"percent": 1000}}, "params.percent", "percent is at most 3 characters."),
+        ({"params": {"percent": ["20"]}}, "params.percent", "percent is a text."),
+        ({"schedule": {"mode": "local_time", "local_time": "09:00+05:00"}}, "schedule.local_time",
+         "Give a wall time without a UTC offset, e.g. 09:00: each recipient's own zone applies."),
+    ],
+    ids=["right-to-left override", "isolate", "newline", "bell", "long param", "long number param", "list for a text",
+         "wall time with an offset"],
+)  # fmt: skip
+def test_what_the_composer_refuses_is_a_422(create, change, field, message):
+    response = create({**BODY, **change})
+    assert response.status_code == 422, response.json()
+    assert response.json()["fields"] == {field: [message]}
+    assert not Campaign.objects.exists() and not Segment.objects.exists()
+
+
+def test_a_name_leaves_room_for_the_derived_segments_suffix(create):
+    refused = create({**BODY, "name": "x" * 188})
+    assert (refused.status_code, refused.json()["fields"]) == (
+        422,
+        {"name": ["A name is up to 187 printable characters."]},
+    )
+
+    response = create({**BODY, "name": "x" * 187}, key="longest-name")
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["segment"]["name"] == "x" * 187 + " (list)"
+
+
+def test_a_list_param_is_checked_item_by_item(create):
+    body = {**BODY, "kind": "digest", "params": {"items": ["fine", "x" * 2001], "count": "2"}}
+    response = create(body)
+    assert response.status_code == 422, response.json()
+    assert response.json()["fields"] == {"params.items": ["items is at most 2000 characters."]}
+
+
+def test_a_wall_time_without_an_offset_is_kept(create):
+    response = create({**BODY, "schedule": {"mode": "local_time", "local_time": "09:00"}})
+    assert response.status_code == 201, response.json()
+    assert response.json()["schedule"] == {"mode": "local_time", "send_at": None, "local_time": "09:00:00"}
+
+
+# --- segments: a client names only its own ----------------------------------------------------------------------------
+
+
+def test_a_client_uses_a_segment_it_created(create):
+    first = create(BODY).json()
+    body = {key: value for key, value in BODY.items() if key != "user_ids"}
+    response = create({**body, "segment": first["segment"]["id"]}, key="weekend-sale-again")
+    assert response.status_code == 201, response.json()
+    assert response.json()["segment"] == first["segment"]
+
+
+def test_another_clients_or_a_staff_segment_is_answered_like_an_unknown_one(create):
+    staff = list_segment(name="VIP customers")
+    billing = actions.create_list_segment(ApiClient.issue("billing")[0], "Billing's list", ["u-en-1"])
+    body = {key: value for key, value in BODY.items() if key != "user_ids"}
+    answers = {pk: create({**body, "segment": pk}).json() for pk in (staff.pk, billing.pk, 999999)}
+    assert {pk: answer["fields"] for pk, answer in answers.items()} == {
+        pk: {"segment": [f"No segment with id {pk} that this API key may use."]}
+        for pk in (staff.pk, billing.pk, 999999)
+    }
+    assert "VIP" not in str(answers) and "Billing" not in str(answers)
+    assert not Campaign.objects.exists()
+
+
+# --- the correction template: an approved template of the campaign kind's category ------------------------------------
+
+
+def _version(kind: str, language: str = "en", channel: str = "email") -> int:
+    return TemplateVersion.objects.get(kind__name=kind, language=language, channel=channel, status="approved").pk
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("otp", "otp is a security kind: a correction is a marketing template, like the campaign's promo."),
+        ("shipped",
+         "shipped is a transactional kind: a correction is a marketing template, like the campaign's promo."),
+    ],
+)  # fmt: skip
+def test_a_correction_of_another_kind_family_is_refused(create, kind, message):
+    version = _version(kind)
+    response = create({**BODY, "correction": {"template_version": version}})
+    assert response.status_code == 422, response.json()
+    assert response.json()["fields"] == {
+        "correction.template_version": [f"{TemplateVersion.objects.get(pk=version)}: {message}"]
+    }
+    assert not Campaign.objects.exists()
+
+
+def test_a_correction_of_the_same_kind_family_is_kept(create):
+    response = create({**BODY, "correction": {"template_version": _version("promo")}})
+    assert response.status_code == 201, response.json()
+    assert response.json()["correction"] == {"template_version": _version("promo"), "none_reason": ""}
+
+
+# --- GET /api/v1/campaigns: the key's own campaigns, newest first ----------------------------------------------------
+
+
+def test_the_list_pages_through_the_clients_own_campaigns_newest_first(api, create):
+    ids = [create({**BODY, "name": f"Sale {n}"}, key=f"sale-{n}").json()["id"] for n in range(5)]
+    billing = APIClient()
+    billing.credentials(HTTP_AUTHORIZATION=f"Bearer {ApiClient.issue('billing')[1]}")
+
+    first = api.get("/api/v1/campaigns", {"limit": 2})
+    second = api.get("/api/v1/campaigns", {"limit": 2, "before": first.json()["next_before"]})
+    last = api.get("/api/v1/campaigns", {"limit": 2, "before": second.json()["next_before"]})
+
+    assert [response.status_code for response in (first, second, last)] == [200, 200, 200]
+    pages = [[(row["id"], row["name"]) for row in page.json()["campaigns"]] for page in (first, second, last)]
+    assert pages == [[(ids[4], "Sale 4"), (ids[3], "Sale 3")], [(ids[2], "Sale 2"), (ids[1], "Sale 1")],
+                     [(ids[0], "Sale 0")]]  # fmt: skip
+    assert [page.json()["next_before"] for page in (first, second, last)] == [ids[3], ids[1], None]
+    row = first.json()["campaigns"][0]
+    assert (row["state"], row["kind"], row["channel"], row["segment"]["name"]) == ("draft", "promo", "email",
+                                                                                   "Sale 4 (list)")  # fmt: skip
+    assert row["schedule"] == {"mode": "at", "send_at": "2026-12-05T09:00:00Z", "local_time": None}
+    assert billing.get("/api/v1/campaigns").json() == {"campaigns": [], "next_before": None}
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "message"),
+    [
+        ({"limit": 101}, "limit", "Ensure this value is less than or equal to 100."),
+        ({"limit": 0}, "limit", "Ensure this value is greater than or equal to 1."),
+        ({"before": "x"}, "before", "A valid integer is required."),
+        ({"page": 2}, "page", "Unknown field."),
+    ],
+)
+def test_a_bad_list_query_is_a_422(api, query, field, message):
+    response = api.get("/api/v1/campaigns", query)
+    assert response.status_code == 422, response.json()
+    assert response.json()["fields"] == {field: [message]}

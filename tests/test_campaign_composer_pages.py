@@ -127,6 +127,10 @@ def test_a_marketer_saves_a_draft_then_submits_it(client, marketer, segment):
         ({"schedule_mode": "at", "send_at": "tomorrow"}, 400, "is not a date and time"),
         ({"zone": "Mars/Olympus"}, 400, "Unknown time zone"),
         ({"param_order": "1234567890123"}, 400, "order is at most 12 characters."),
+        ({"name": "Order \u202eupdate"}, 400, "A name cannot hold direction controls"),
+        ({"name": "Order\x07update"}, 400, "A name is up to 187 printable characters."),
+        ({"schedule_mode": "local_time", "local_time": "09:00+05:00"}, 400,
+         "Give a wall time without a UTC offset, e.g. 09:00: each recipient&#x27;s own zone applies."),
         ({"correction": "", "correction_none_reason": "", "save": None, "submit": "1"}, 422,
          "Name a correction template version"),
     ],
@@ -251,6 +255,16 @@ def test_a_rejection_needs_a_comment(client, marketer, approver, segment):
 
     client.post(url, {"decision": "reject", "content_hash": campaign.content_hash, "comment": "Wrong order number."})
     assert Campaign.objects.get(pk=campaign.pk).state == "rejected"
+
+
+def test_a_correction_of_a_security_kind_is_refused_at_save(client, marketer, segment):
+    otp = TemplateVersion.objects.get(kind__name="otp", language="en", channel="sms", status="approved")
+
+    response = logged_in(client, marketer).post(NEW, form(segment, correction=str(otp.pk), correction_none_reason=""))
+
+    assert response.status_code == 422
+    assert "otp is a security kind: a correction is a transactional template" in response.content.decode()
+    assert not Campaign.objects.exists()
 
 
 def test_a_schedule_at_an_instant_is_read_in_the_zone_given(client, marketer, segment):

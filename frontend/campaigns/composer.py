@@ -35,7 +35,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from backend.notifications import masking, pricing, rendering
 from backend.notifications.models import Category, Channel, Kind, TemplateVersion
 from backend.notifications.models.recipient import text_direction
-from campaigns import actions
+from campaigns import actions, validation
 from campaigns.audience import AudienceUnavailable
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment, SegmentMember
 from campaigns.preflight import preflight
@@ -44,7 +44,6 @@ from frontend.editor.views import _answer, staff_only
 VIEW, ADD, CHANGE = "campaigns.view_campaign", "campaigns.add_campaign", "campaigns.change_campaign"
 APPROVE = "campaigns.approve_campaign"
 LIST_LIMIT = 200
-MAX_NAME = Campaign._meta.get_field("name").max_length
 CAMPAIGN_CATEGORIES = (Category.MARKETING, Category.TRANSACTIONAL)
 INSTANT_FORMAT = "%Y-%m-%dT%H:%M"  # what <input type="datetime-local"> sends
 NONE = "none"
@@ -150,10 +149,9 @@ def _local_input(instant: datetime | None, zone: str) -> str:
 
 def _read_name(composed: Composed) -> None:
     name = composed.values.get("name", "")
-    if not name:
-        composed.errors["name"] = "Give the campaign a name."
-    elif len(name) > MAX_NAME or not name.isprintable():
-        composed.errors["name"] = f"A name is up to {MAX_NAME} printable characters."
+    problem = validation.name_problem(name)
+    if problem:
+        composed.errors["name"] = problem
     else:
         composed.fields["name"] = name
 
@@ -226,18 +224,17 @@ def _read_params(composed: Composed, data, campaign: Campaign | None) -> None:
     stored = campaign.params if data is None and campaign else {}
     params: dict[str, Any] = {}
     for name, spec in composed.kind.params.items():
-        is_list = isinstance(spec.get("example"), list)
+        is_list = validation.is_list_param(spec)
         if data is None:
             value = stored.get(name, [] if is_list else "")
             raw = "\n".join(value) if is_list else str(value)
             composed.values[f"param_{name}"] = raw
         else:
             raw = data.get(f"param_{name}", "").strip()
-        max_length = spec.get("max_length")
         value = [line.strip() for line in raw.splitlines() if line.strip()] if is_list else raw
-        too_long = [v for v in (value if is_list else [value]) if max_length and len(v) > max_length]
-        if too_long:
-            composed.errors[f"param_{name}"] = f"{name} is at most {max_length} characters."
+        problem = validation.param_problem(name, spec, value)
+        if problem:
+            composed.errors[f"param_{name}"] = problem
         elif value:
             params[name] = value
         composed.params.append({"name": name, "spec": spec, "list": is_list, "value": raw})
@@ -278,9 +275,15 @@ def _read_schedule(composed: Composed) -> None:
     if mode == ScheduleMode.LOCAL_TIME:
         raw = composed.values.get("local_time", "")
         try:
-            fields["local_time"] = time.fromisoformat(raw)
+            wall = time.fromisoformat(raw)
         except ValueError:
             composed.errors["local_time"] = "Give the local time it goes out, such as 09:00."
+        else:
+            problem = validation.wall_time_problem(wall)
+            if problem:
+                composed.errors["local_time"] = problem
+            else:
+                fields["local_time"] = wall
     composed.fields.update(fields)
 
 
@@ -299,7 +302,7 @@ def _read_correction(composed: Composed) -> None:
 
 
 def _corrections(composed: Composed) -> list[TemplateVersion]:
-    """Approved versions a correction may use: the channel's, of the campaign kind's family (its category)."""
+    """Approved versions a correction may use: the channel's, of the campaign kind's category (``actions``' rule)."""
     channel = composed.fields.get("channel") or composed.values.get("channel", "")
     categories = [composed.kind.category] if composed.kind else CAMPAIGN_CATEGORIES
     return list(
