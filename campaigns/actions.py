@@ -590,15 +590,27 @@ def resend_remainder(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
                 f"{original} is {original.state}: only a cancelled campaign has a remainder.", "state"
             )
         _refuse_second(original, Origin.REMAINDER)
-        segment = Segment.objects.create(name=f"{original.name} (remainder)", kind=Segment.Kind.LIST, created_by=user)
+        segment = Segment.objects.create(
+            name=_derived_name(original, " (remainder)"), kind=Segment.Kind.LIST, created_by=user
+        )
         size = ledger.copy_recipients(original, (State.CANCELLED, *ledger.UNSENT), segment)
         if not size:
             raise CampaignRefused(f"{original}'s cancel stopped no notification: there is no remainder.", "state")
         fields = _copied_content(original)
-        draft = _derived_draft(original, user, Origin.REMAINDER, name=f"{original.name} (remainder)", segment=segment,
-                               **fields)  # fmt: skip
+        name = _derived_name(original, " (remainder)")
+        draft = _derived_draft(original, user, Origin.REMAINDER, name=name, segment=segment, **fields)
         _audit(original, user, CampaignAudit.Action.RESEND, draft=draft.pk, recipients=size)
     return draft
+
+
+def _derived_name(original: Campaign, suffix: str) -> str:
+    """The name of a campaign (and its segment) made from ``original``, cut to fit the 200-character column.
+
+    A remainder of a remainder keeps one suffix: each generation used to add one, until a 500.
+    """
+    if original.name.endswith(suffix):
+        return original.name
+    return original.name[: Campaign._meta.get_field("name").max_length - len(suffix)] + suffix
 
 
 def existing_derived(original: Campaign, purpose: str) -> Campaign | None:
@@ -642,12 +654,14 @@ def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
                 "correction",
             )
         _refuse_second(original, Origin.CORRECTION)
-        segment = Segment.objects.create(name=f"{original.name} (correction)", kind=Segment.Kind.LIST, created_by=user)
+        segment = Segment.objects.create(
+            name=_derived_name(original, " (correction)"), kind=Segment.Kind.LIST, created_by=user
+        )
         size = ledger.copy_recipients(original, (State.SENT,), segment)
         if not size:
             raise CampaignRefused(f"{original} sent nothing: there is nobody to correct.", "state")
         draft = _derived_draft(
-            original, user, Origin.CORRECTION, name=f"{original.name} (correction)", segment=segment,
+            original, user, Origin.CORRECTION, name=_derived_name(original, " (correction)"), segment=segment,
             kind=version.kind, channel=version.channel, template_versions={version.language: version.pk},
             params=original.params, correction_version=None,
             correction_none_reason=f"This corrects campaign {original.pk}; a correction names no correction.",

@@ -210,3 +210,14 @@ def test_a_correction_is_refused_when_the_campaign_said_none_or_is_not_over(sms_
         f"{campaign} has no correction template: it said none "
         "('A price correction would go out as a new campaign.'). Compose a new campaign instead."
     )
+
+
+def test_a_remainder_of_a_remainder_keeps_one_suffix_and_fits_its_column(finished, marketer):
+    Campaign.objects.filter(pk=finished.pk).update(name="x" * 195)
+    finished.refresh_from_db()
+    first = actions.resend_remainder(finished, marketer)
+    assert (len(first.name), first.name[-12:], first.segment.name) == (200, " (remainder)", first.name)
+
+    Campaign.objects.filter(pk=first.pk).update(state=Campaign.State.CANCELLED)
+    first.refresh_from_db()
+    assert actions._derived_name(first, " (remainder)") == first.name
