@@ -14,6 +14,7 @@ installed by bin/test and deploy/Dockerfile): a font without Arabic glyphs print
 """
 
 import json
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -100,6 +101,23 @@ class Report:
     total: int
     estimate: dict[str, Any] | None
     actual: list[SmsCost] | None  # None unless the campaign sends SMS
+    name_direction: str  # "rtl" or "ltr": of the campaign's name, by its first strong character
+    segment_direction: str
+
+
+def first_strong_direction(text: str) -> str:
+    """ "rtl" when the first strongly directional character of ``text`` is right-to-left, else "ltr".
+
+    The P2/P3 rule of the Unicode Bidirectional Algorithm (UAX #9 §3.3.1), which a browser applies to
+    ``<bdi>`` and WeasyPrint does not: without it an Arabic name in the report read in the wrong order.
+    """
+    for character in text:
+        kind = unicodedata.bidirectional(character)
+        if kind in ("R", "AL"):
+            return "rtl"
+        if kind == "L":
+            return "ltr"
+    return "ltr"
 
 
 def gather(campaign: Campaign) -> Report:
@@ -128,6 +146,8 @@ def gather(campaign: Campaign) -> Report:
         total=sum(counts.values()),
         estimate=preflight.get("sms"),
         actual=_sms_cost(campaign) if campaign.channel == Channel.SMS else None,
+        name_direction=first_strong_direction(campaign.name),
+        segment_direction=first_strong_direction(campaign.segment.name),
     )
 
 

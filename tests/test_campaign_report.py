@@ -301,3 +301,18 @@ def test_the_report_loads_nothing_but_its_fonts():
     with pytest.raises(pdf.FetchRefused, match="only its fonts"):
         fetcher.fetch("file:///etc/passwd")
     assert fetcher.fetch(f"file://{report.FONTS['regular']}").read(4) == b"\x00\x01\x00\x00"  # a TrueType file
+
+
+@pytest.mark.parametrize(
+    ("text", "direction"),
+    [
+        ("إشعار شحن — SMS عربي", "rtl"),
+        ("SMS عربي", "ltr"),
+        ("«٢٠٪» تخفيض", "rtl"),  # punctuation and Arabic-Indic digits are weak: the first letter decides
+        ("2026 — سفارش", "rtl"),
+        ("", "ltr"),
+        ("שלום", "rtl"),  # Hebrew: R, not AL
+    ],
+)
+def test_a_name_takes_the_direction_of_its_first_strong_character(text, direction):
+    assert report.first_strong_direction(text) == direction
