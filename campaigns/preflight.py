@@ -112,7 +112,7 @@ def preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
 def count_groups(campaign: Campaign) -> list[Group]:
     """The audience of ``campaign`` grouped by verdict, in one query over ``fanout.verdicts``.
 
-    Bounded like every audience count (``audience.bounded``): past ``NOTIFY["SEGMENT_COUNT_TIMEOUT"]``
+    Bounded like every filter's count (``audience.bounded``): past ``NOTIFY["SEGMENT_COUNT_TIMEOUT"]``
     seconds it raises ``audience.AudienceUnavailable``.
     """
     with bounded(campaign.segment):

@@ -158,11 +158,21 @@ def test_a_raw_sqlite_connection_is_interrupted_by_the_handler():
 @pytest.fixture
 def slow_filter(settings, monkeypatch):
     """A filter segment whose query takes a second per recipient, bounded at 0.1 s."""
+    segment = email_filter()
+    slow_down(settings, monkeypatch)
+    return segment
+
+
+def email_filter() -> Segment:
+    definition = {"all": [{"field": "has_address", "value": "email"}]}
+    return Segment.objects.create(name="Slow", kind=Segment.Kind.FILTER, definition=definition)
+
+
+def slow_down(settings, monkeypatch) -> None:
+    """Every filter's query takes a second per recipient from now on, and counts are bounded at 0.1 s."""
     settings.NOTIFY = {**settings.NOTIFY, "SEGMENT_COUNT_TIMEOUT": 0.1}
     monkeypatch.setattr(segment_query, "recipients", lambda definition: Recipient.objects.extra(where=[SLOW]))
     monkeypatch.setattr(segment_query, "count", lambda definition: Recipient.objects.extra(where=[SLOW]).count())
-    definition = {"all": [{"field": "has_address", "value": "email"}]}
-    return Segment.objects.create(name="Slow", kind=Segment.Kind.FILTER, definition=definition)
 
 
 def test_submit_refuses_a_segment_that_cannot_be_counted_in_time(marketer, slow_filter):
@@ -198,3 +208,26 @@ def test_a_filter_size_in_the_list_says_it_ran_out_of_time(client, approver, slo
     response = client.get(f"/campaigns/segments/{slow_filter.pk}/size")
     assert response.status_code == 200
     assert "Could not count the recipients in 0.1 s: simplify the filter" in response.content.decode()
+
+
+def test_a_list_segment_is_not_bounded(marketer, settings, monkeypatch):
+    """A list's cost is its size, capped at upload: a big list must not be refused at submit for taking long."""
+    settings.NOTIFY = {**settings.NOTIFY, "SEGMENT_COUNT_TIMEOUT": 0.1}
+    bounds = []
+    monkeypatch.setattr(segment_query, "time_bound", lambda: bounds.append("bounded"))
+    campaign = actions.submit(draft(marketer), marketer)
+    assert (campaign.state, campaign.preflight["audience"], bounds) == ("submitted", 3, [])
+
+
+def test_approving_a_filter_that_cannot_be_counted_in_time_says_why(client, marketer, approver, settings, monkeypatch):
+    """Approve recounts the audience for the content hash: a count past its time is a 422 on the review page."""
+    campaign = actions.submit(draft(marketer, segment=email_filter()), marketer)
+    slow_down(settings, monkeypatch)  # the filter counted in time at submit, no longer
+    client.force_login(approver)
+    response = client.post(
+        f"/campaigns/{campaign.pk}/review", {"decision": "approve", "content_hash": campaign.content_hash}
+    )
+    assert response.status_code == 422
+    assert "Segment &#x27;Slow&#x27;: Could not count the recipients in 0.1 s" in response.content.decode()
+    campaign.refresh_from_db()
+    assert campaign.state == "submitted"
