@@ -318,6 +318,9 @@ NOTIFY = {
     # MiB a render may allocate, before the worker is replaced / the render fails.
     "PREVIEW_TIMEOUT": env_float("NOTIFY_PREVIEW_TIMEOUT", 1.5, minimum=0.1),
     "PREVIEW_MEMORY_MB": env_int("NOTIFY_PREVIEW_MEMORY_MB", 256, minimum=16),
+    # Seconds a segment count may take (live preview, the list, pre-flight, submit) before it is stopped and
+    # the marketer asked to simplify the filter (campaigns/segment_query.py): well under the proxy's 60 s.
+    "SEGMENT_COUNT_TIMEOUT": env_float("NOTIFY_SEGMENT_COUNT_TIMEOUT", 10.0, minimum=0.1),
     # Seconds the sent-marker lives in Redis after a provider accepted a message.
     "SENT_MARKER_TTL": env_int("NOTIFY_SENT_MARKER_TTL", 86400, minimum=60),
     # Which provider serves each channel without a providers file; a channel absent here is refused at the API.

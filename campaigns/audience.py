@@ -1,6 +1,8 @@
 """Who a segment reaches, and a fingerprint of it for the content hash."""
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.db.models import QuerySet
@@ -36,9 +38,31 @@ def recipients(segment: Segment) -> QuerySet[Recipient]:
 
 
 def audience(segment: Segment) -> Audience:
-    """Count and fingerprint ``segment``'s members now (streamed: a list may hold millions)."""
+    """Count and fingerprint ``segment``'s members now (streamed: a list may hold millions).
+
+    Raises ``AudienceUnavailable`` for a filter that cannot be used or not counted in
+    ``NOTIFY["SEGMENT_COUNT_TIMEOUT"]`` seconds (``bounded``).
+    """
     digest, size = hashlib.sha256(), 0
-    for user_id in recipients(segment).order_by("user_id").values_list("user_id", flat=True).iterator(chunk_size=5000):
-        digest.update(user_id.encode() + b"\n")
-        size += 1
+    members = recipients(segment).order_by("user_id").values_list("user_id", flat=True)
+    with bounded(segment):
+        for user_id in members.iterator(chunk_size=5000):
+            digest.update(user_id.encode() + b"\n")
+            size += 1
     return Audience(size=size, digest=digest.hexdigest())
+
+
+@contextmanager
+def bounded(segment: Segment) -> Iterator[None]:
+    """``segment_query.time_bound`` for queries over a filter segment's audience; a timeout is ``AudienceUnavailable``.
+
+    A list segment is not bounded: its cost is its size, capped at upload, not what someone wrote in a filter.
+    """
+    if segment.kind == Segment.Kind.LIST:
+        yield
+        return
+    try:
+        with segment_query.time_bound():
+            yield
+    except segment_query.CountTimeout as exc:
+        raise AudienceUnavailable(f"Segment {segment.name!r}: {exc}") from exc

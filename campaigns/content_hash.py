@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from backend.notifications.models import TemplateVersion
-from campaigns.audience import Audience, audience
+from campaigns.audience import Audience, AudienceUnavailable, audience
 from campaigns.models import Campaign
 
 FORMAT_VERSION = 1
@@ -91,9 +91,16 @@ def campaign_hash(campaign: Campaign, members: Audience | None = None) -> str:
     """The content hash of ``campaign`` as stored now: its templates and its segment's members read from the database.
 
     ``members``: the segment's ``Audience`` when the caller has just counted it (a list
-    may hold millions: read it once). Raises ``audience.AudienceUnavailable`` when the
-    segment cannot be counted.
+    may hold millions: read it once). Raises ``actions.CampaignRefused`` (field ``segment``, 422)
+    when the segment cannot be counted (``audience.AudienceUnavailable``: a filter that no longer
+    validates or runs past its time): an approver reads why instead of a 500.
     """
     ids = [*campaign.template_versions.values(), campaign.correction_version_id]
     templates = TemplateVersion.objects.in_bulk([pk for pk in ids if pk is not None])
-    return digest(canonical_content(campaign, templates, members or audience(campaign.segment)))
+    try:
+        members = members or audience(campaign.segment)
+    except AudienceUnavailable as exc:
+        from campaigns.actions import CampaignRefused  # here: actions imports this module
+
+        raise CampaignRefused(str(exc), "segment") from None
+    return digest(canonical_content(campaign, templates, members))

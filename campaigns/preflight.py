@@ -43,6 +43,7 @@ from backend.notifications.models import Channel, Recipient, TemplateVersion
 from backend.notifications.providers.config import providers_config
 from backend.notifications.sms_encoding import UCS2, analyze
 from campaigns import actions, fanout
+from campaigns.audience import bounded
 from campaigns.models import Campaign, ScheduleMode
 from campaigns.waves import waves
 from frontend.editor.preview import GSM7_FILLER, UCS2_FILLER, worst_params
@@ -75,7 +76,7 @@ def preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
 
     Returns the JSON-able dict described in the module docstring: instants ISO 8601 UTC
     ending in Z, money as decimal strings with 4 places. Raises
-    ``audience.AudienceUnavailable`` (a filter that no longer validates),
+    ``audience.AudienceUnavailable`` (a filter that no longer validates or cannot be counted in time),
     ``rendering.RenderError`` (a template that cannot render the params) and
     ``pricing.PriceListError`` (an unreadable price list) and ``actions.CampaignRefused`` (no approved template).
     """
@@ -109,18 +110,23 @@ def preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
 
 
 def count_groups(campaign: Campaign) -> list[Group]:
-    """The audience of ``campaign`` grouped by verdict, in one query over ``fanout.verdicts``."""
-    plan = fanout.make_plan(campaign)
-    upper = Recipient.objects.aggregate(upper=Max("pk"))["upper"] or 0
-    verdicts_sql, params = fanout.verdicts(plan, 0, upper)
-    prefix = phone_prefix_sql("v.phone") if campaign.channel == Channel.SMS else "''"
-    sql = (
-        f"SELECT v.reason, v.language, v.time_zone, v.version_id, {prefix} AS prefix, COUNT(*)"
-        f" FROM ({verdicts_sql}) v GROUP BY 1, 2, 3, 4, 5"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [Group(*row) for row in cursor.fetchall()]
+    """The audience of ``campaign`` grouped by verdict, in one query over ``fanout.verdicts``.
+
+    Bounded like every filter's count (``audience.bounded``): past ``NOTIFY["SEGMENT_COUNT_TIMEOUT"]``
+    seconds it raises ``audience.AudienceUnavailable``.
+    """
+    with bounded(campaign.segment):
+        plan = fanout.make_plan(campaign)
+        upper = Recipient.objects.aggregate(upper=Max("pk"))["upper"] or 0
+        verdicts_sql, params = fanout.verdicts(plan, 0, upper)
+        prefix = phone_prefix_sql("v.phone") if campaign.channel == Channel.SMS else "''"
+        sql = (
+            f"SELECT v.reason, v.language, v.time_zone, v.version_id, {prefix} AS prefix, COUNT(*)"
+            f" FROM ({verdicts_sql}) v GROUP BY 1, 2, 3, 4, 5"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [Group(*row) for row in cursor.fetchall()]
 
 
 def phone_prefix_sql(column: str) -> str:

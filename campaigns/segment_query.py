@@ -26,12 +26,25 @@ A group is ``{"all": [...]}`` or ``{"any": [...]}`` (1–100 items, nested at mo
   a numeric test.
 
 Everything becomes SQL: no row is read into Python to decide membership.
+
+The work a filter costs is bounded twice. Before it runs: every recipient is put
+through at most ``MAX_TESTS`` tests (a prefix, a regular expression, an ``IN`` list,
+a key comparison), counted as ``Definition.q`` expands them; a country on a shared
+calling code is one regular expression per region tried before it (+1 VI: 25), so
+100 rows of 1,000 values are not a bound by themselves. While it runs: ``time_bound``
+stops a count past ``NOTIFY["SEGMENT_COUNT_TIMEOUT"]`` seconds (``CountTimeout``).
 """
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import phonenumbers
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from backend.notifications import locales, rendering
@@ -42,6 +55,11 @@ MAX_DEPTH = 3
 MAX_ITEMS = 100
 MAX_VALUES = 1000
 MAX_SAMPLE = 100
+# Tests a filter may put each recipient through (see the module docstring). Every region of +1 in one
+# row is 325; 100 rows of "VI, …" are 2,600, which took SQLite over 60 s on 20,000 recipients.
+MAX_TESTS = 400
+# SQLite virtual-machine instructions between two looks at the clock (``deadline_handler``).
+PROGRESS_STEPS = 10_000
 ADDRESS_CHANNELS = ("email", "sms", "push", "inapp")
 ATTRIBUTE_PREFIX = "attributes."
 CLOSED_FIELDS = ("language", "time_zone", "country")
@@ -91,9 +109,110 @@ class Definition:
         return combined
 
 
+class CountTimeout(Exception):
+    """A count stopped after ``seconds`` (``time_bound``); the message tells the marketer what to do."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        super().__init__(
+            f"Could not count the recipients in {seconds:g} s: simplify the filter (fewer rows or values)."
+        )
+
+
 def validate_definition(doc: object) -> Definition:
-    """The ``Definition`` of a parsed JSON document; raises ``DefinitionError`` naming the bad part."""
-    return _group(doc, "", 1)
+    """The ``Definition`` of a parsed JSON document; raises ``DefinitionError`` naming the bad part.
+
+    A filter whose tests add up past ``MAX_TESTS`` is refused at the row that crosses it.
+    """
+    return _group(doc, "", 1, _Budget())
+
+
+def tests(condition: Condition) -> int:
+    """How many tests ``condition`` puts each recipient through, as ``_condition_q`` writes it."""
+    if condition.field == "country":
+        return sum(_country_tests(region) for region in condition.value)
+    return 2 if condition.op == "between" else 1
+
+
+def _country_tests(region: str) -> int:
+    """One prefix test, or one regular expression for the region and each region of its code tried before it."""
+    regions = phonenumbers.COUNTRY_CODE_TO_REGION_CODE.get(phonenumbers.country_code_for_region(region), ())
+    return 1 if len(regions) <= 1 else regions.index(region) + 1
+
+
+class _Budget:
+    """The tests spent so far while a document is validated, in reading order."""
+
+    def __init__(self):
+        self.spent = 0
+
+    def spend(self, condition: Condition, path: str) -> None:
+        cost = tests(condition)
+        self.spent += cost
+        if self.spent > MAX_TESTS:
+            raise DefinitionError(
+                path,
+                f"This filter is too costly to count: this row adds {cost} tests per recipient and takes it to "
+                f"{self.spent}, over {MAX_TESTS} (a country sharing a calling code, such as +1, costs one test "
+                "per region tried before it). Remove rows or values.",
+            )
+
+
+@contextmanager
+def time_bound(seconds: float | None = None, using: BaseDatabaseWrapper = connection) -> Iterator[None]:
+    """Stop the queries run inside after ``seconds`` (default ``NOTIFY["SEGMENT_COUNT_TIMEOUT"]``).
+
+    PostgreSQL: ``statement_timeout`` set locally in a transaction (a savepoint when one is open,
+    whose rollback restores it), each statement bounded. SQLite: a progress handler that aborts the
+    statement past the deadline, the whole block bounded. Raises ``CountTimeout`` instead of the
+    database's error; other database errors pass through.
+    """
+    seconds = settings.NOTIFY["SEGMENT_COUNT_TIMEOUT"] if seconds is None else seconds
+    try:
+        if using.vendor == "postgresql":
+            with transaction.atomic(using=using.alias), _statement_timeout(using, seconds):
+                yield
+        elif using.vendor == "sqlite":
+            with _progress_deadline(using, seconds):
+                yield
+        else:
+            yield
+    except OperationalError as exc:
+        if _stopped(exc):
+            raise CountTimeout(seconds) from exc
+        raise
+
+
+@contextmanager
+def _statement_timeout(using: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
+    with using.cursor() as cursor:
+        cursor.execute("SELECT current_setting('statement_timeout')")
+        (previous,) = cursor.fetchone()
+        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [str(max(1, round(seconds * 1000)))])
+    yield
+    with using.cursor() as cursor:
+        cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+
+
+@contextmanager
+def _progress_deadline(using: BaseDatabaseWrapper, seconds: float) -> Iterator[None]:
+    using.ensure_connection()
+    using.connection.set_progress_handler(deadline_handler(time.monotonic() + seconds), PROGRESS_STEPS)
+    try:
+        yield
+    finally:
+        using.connection.set_progress_handler(None, 0)
+
+
+def deadline_handler(deadline: float, clock: Callable[[], float] = time.monotonic) -> Callable[[], int]:
+    """A sqlite3 progress handler: non-zero (SQLite aborts the statement, "interrupted") once ``clock()`` passes
+    ``deadline`` (seconds of the same clock)."""
+    return lambda: int(clock() > deadline)
+
+
+def _stopped(exc: OperationalError) -> bool:
+    """Whether the error is a statement stopped by ``time_bound``: PostgreSQL's query_canceled, SQLite's interrupt."""
+    return getattr(exc.__cause__, "sqlstate", None) == "57014" or str(exc) == "interrupted"
 
 
 def recipients(definition: Definition | dict) -> QuerySet[Recipient]:
@@ -115,7 +234,7 @@ def sample(definition: Definition | dict, n: int = 20) -> list[Recipient]:
     return list(recipients(definition).order_by("user_id")[:n])
 
 
-def _group(doc: object, path: str, depth: int) -> Definition:
+def _group(doc: object, path: str, depth: int, budget: _Budget) -> Definition:
     if not isinstance(doc, dict) or len(doc) != 1 or next(iter(doc)) not in ("all", "any"):
         raise DefinitionError(path, 'A group is an object with one key, "all" or "any", holding a list.')
     if depth > MAX_DEPTH:
@@ -129,7 +248,11 @@ def _group(doc: object, path: str, depth: int) -> Definition:
     for index, item in enumerate(items):
         item_path = f"{here}[{index}]"
         is_group = isinstance(item, dict) and ("all" in item or "any" in item)
-        parsed.append(_group(item, item_path, depth + 1) if is_group else _condition(item, item_path))
+        if is_group:
+            parsed.append(_group(item, item_path, depth + 1, budget))
+        else:
+            parsed.append(_condition(item, item_path))
+            budget.spend(parsed[-1], item_path)
     return Definition(mode, tuple(parsed))
 
 

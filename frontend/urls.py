@@ -29,6 +29,7 @@ urlpatterns = [
     path("templates/<int:pk>/approve/", editor.template_approve, name="template-approve"),
     # Staff: segments (frontend/campaigns/). The upload path has its own body limit (backend/asgi.py, nginx).
     path("campaigns/segments/", segments.segment_list, name="segments"),
+    path("campaigns/segments/<int:pk>/size", segments.segment_size, name="segment-size"),
     path("campaigns/segments/new", segments.filter_new, name="segment-filter-new"),
     path("campaigns/segments/preview", segments.filter_preview, name="segment-filter-preview"),
     path("campaigns/segments/save", segments.filter_save, name="segment-filter-save"),

@@ -1,6 +1,8 @@
 """The segment pages (frontend/campaigns/): who may use them, the live count, the CSV upload, its report and save."""
 
 import asyncio
+import csv
+import io
 import re
 
 import pytest
@@ -8,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile, TemporaryUploaded
 
 from backend.body_limit import BodyLimit
 from backend.notifications.actions import upsert_recipient
-from campaigns import csv_upload
+from campaigns import csv_upload, segment_query
 from campaigns.models import Segment, SegmentMember
 from frontend.campaigns import uploads
 from frontend.campaigns.views import mask_email, mask_phone
@@ -104,18 +106,24 @@ def test_a_marketer_uses_every_page(as_marketer, url):
 
 def test_the_list_shows_each_segment_with_its_size_now_newest_first(as_marketer, marketer):
     list_segment(("u-ar-1", "u-fa-1"), name="Two users")
-    Segment.objects.create(
+    arabic = Segment.objects.create(
         name="Arabic speakers",
         kind=Segment.Kind.FILTER,
         definition={"all": [{"field": "language", "op": "eq", "value": "ar"}]},
         created_by=marketer,
     )
     page = as_marketer.get(LIST).content.decode()
-    found = re.findall(r"<tr><td><bdi>([^<]+)</bdi></td><td>([^<]+)</td>\s*<td[^>]*>(\d+)</td>\s*<td>(.*?)</td>", page)
+    found = re.findall(
+        r"<tr><td><bdi>([^<]+)</bdi></td><td>([^<]+)</td>\s*<td([^>]*)>(.*?)</td>\s*<td>(.*?)</td>", page
+    )
+    size_url = f"/campaigns/segments/{arabic.pk}/size"
     assert found == [
-        ("Arabic speakers", "Filter over contact data", "1", "<bdi>marketer</bdi>"),
-        ("Two users", "Uploaded list of users", "2", "—"),
-    ]
+        ("Arabic speakers", "Filter over contact data",
+         f' class="seg-number" id="seg-size-{arabic.pk}" hx-get="{size_url}" hx-trigger="revealed"',
+         f'<a href="{size_url}">count</a>', "<bdi>marketer</bdi>"),
+        ("Two users", "Uploaded list of users", ' class="seg-number"', "2", "—"),
+    ]  # fmt: skip
+    assert as_marketer.get(size_url).content.decode().strip() == "1"
 
 
 def test_the_list_costs_the_same_queries_however_many_segments(as_marketer, marketer, django_assert_num_queries):
@@ -123,19 +131,40 @@ def test_the_list_costs_the_same_queries_however_many_segments(as_marketer, mark
     definition = {"all": [{"field": "has_address", "value": "sms"}]}
     Segment.objects.create(name="f0", kind=Segment.Kind.FILTER, definition=definition, created_by=marketer)
     list_segment(name="l0")
-    with django_assert_num_queries(6) as few:  # session, user, 2 × permissions, segments, all filter sizes
+    with django_assert_num_queries(5):  # session, user, 2 × permissions, segments (filters are counted later)
         as_marketer.get(LIST)
     for number in range(1, 6):
         Segment.objects.create(name=f"f{number}", kind=Segment.Kind.FILTER, definition=definition)
         list_segment(name=f"l{number}")
-    with django_assert_num_queries(len(few.captured_queries)):
+    with django_assert_num_queries(5):
         page = as_marketer.get(LIST).content.decode()
     assert page.count("<tr><td><bdi>") == 12
 
 
+def test_the_list_never_counts_a_filter_itself(as_marketer, marketer, monkeypatch):
+    """A costly filter once made every load of the list run past the proxy's 60 s; now each row counts alone."""
+    definition = {"all": [{"field": "country", "op": "in", "value": ["VI", "BS"]}]}
+    Segment.objects.create(name="Islands", kind=Segment.Kind.FILTER, definition=definition, created_by=marketer)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the list counted a filter")
+
+    monkeypatch.setattr(segment_query, "validate_definition", refuse)
+    monkeypatch.setattr(segment_query, "count", refuse)
+    response = as_marketer.get(LIST)
+    assert response.status_code == 200
+    assert "<bdi>Islands</bdi>" in response.content.decode()
+
+
 def test_a_stored_filter_that_no_longer_validates_shows_as_unavailable(as_marketer):
-    Segment.objects.create(name="Old", kind=Segment.Kind.FILTER, definition={"all": [{"field": "plan"}]})
-    assert "unavailable</span>" in as_marketer.get(LIST).content.decode()
+    old = Segment.objects.create(name="Old", kind=Segment.Kind.FILTER, definition={"all": [{"field": "plan"}]})
+    cell = as_marketer.get(f"/campaigns/segments/{old.pk}/size").content.decode()
+    assert "unavailable</span>" in cell and "Its filter no longer validates: all[0].field: Unknown field" in cell
+
+
+def test_only_a_filter_segment_has_a_size_to_count(as_marketer):
+    assert as_marketer.get(f"/campaigns/segments/{list_segment().pk}/size").status_code == 404
+    assert as_marketer.get("/campaigns/segments/999999/size").status_code == 404
 
 
 def test_the_page_is_right_to_left_for_an_arabic_staff_member(as_marketer):
@@ -238,6 +267,18 @@ def test_the_unknown_ids_download_as_csv(as_marketer):
     response = as_marketer.get(f"/campaigns/segments/upload/{token}/unknown.csv")
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert b"".join(response.streaming_content).decode() == "user_id\r\nnobody-1\r\nمستخدم-٢\r\n"
+
+
+def test_unknown_ids_download_as_text_a_spreadsheet_does_not_run(as_marketer):
+    ids = ['=HYPERLINK("http://x")', "+1-202", "-2+3", "@SUM(A1)", "plain", "a=b"]
+    data = io.StringIO()
+    csv.writer(data, lineterminator="\r\n").writerows([["user_id"], ["u-ar-1"], *[[i] for i in ids]])
+    report = upload(as_marketer, data.getvalue().encode()).content.decode()
+    token = re.search(r'name="token" value="([^"]+)"', report)
+    assert token, report
+    response = as_marketer.get(f"/campaigns/segments/upload/{token.group(1)}/unknown.csv")
+    cells = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert cells == [["user_id"], *[[f"'{i}"] for i in ids[:4]], ["plain"], ["a=b"]]
 
 
 def test_save_creates_exactly_the_known_members_without_the_file_again(as_marketer, marketer, data_dir):

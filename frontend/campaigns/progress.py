@@ -34,7 +34,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from backend.notifications.models import Channel, Notification, State
 from campaigns import actions, ledger
 from campaigns.models import Campaign, Origin, ScheduleMode
-from frontend.campaigns.views import mask_email, mask_phone
+from frontend.campaigns.views import mask_email, mask_phone, spreadsheet_text
 from frontend.editor.views import _answer, staff_only
 
 VIEW = "campaigns.view_campaign"
@@ -253,11 +253,6 @@ def correct(request: HttpRequest, pk: int) -> HttpResponse:
 # --- the ledger as CSV ------------------------------------------------------------------------------------------------
 
 
-def _cell(value: str) -> str:
-    """A spreadsheet runs a cell starting with = + - @ as a formula (CSV injection): make it text."""
-    return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
-
-
 def _address(channel: str, phone: str, email: str) -> str:
     return {Channel.SMS: mask_phone(phone), Channel.EMAIL: mask_email(email)}.get(channel, "")
 
@@ -275,7 +270,8 @@ async def _csv_chunks(campaign: Campaign) -> AsyncIterator[str]:
     while batch := await sync_to_async(ledger.rows)(campaign, after, CSV_BATCH):
         yield _csv_text(
             [
-                [_cell(user_id), _cell(_address(campaign.channel, phone, email)), state, reason, provider,
+                [spreadsheet_text(user_id), spreadsheet_text(_address(campaign.channel, phone, email)), state, reason,
+                 provider,
                  sent_at.isoformat().replace("+00:00", "Z") if sent_at else ""]
                 for _, user_id, phone, email, state, reason, provider, sent_at in batch
             ]

@@ -43,30 +43,42 @@ MAX_NAME = Segment._meta.get_field("name").max_length
 @require_GET
 @staff_only(VIEW, ADD)
 def segment_list(request: HttpRequest) -> HttpResponse:
-    """The newest ``LIST_LIMIT`` segments with their size now: two queries, however many segments."""
+    """The newest ``LIST_LIMIT`` segments: a list's size (two queries, however many segments), a filter's later.
+
+    A filter's size is counted by its own request (``segment_size``, HTMX when the row is shown): the page
+    answers at once whatever the filters cost, and one slow filter spoils only its own cell.
+    """
     members = SegmentMember.objects.filter(segment=OuterRef("pk")).values("segment").annotate(n=Count("pk"))
     segments = list(
         Segment.objects.select_related("created_by")
         .annotate(member_count=Coalesce(Subquery(members.values("n")), 0))
         .order_by("-created_at", "-pk")[:LIST_LIMIT]
     )
-    sizes = _filter_sizes([s for s in segments if s.kind == Segment.Kind.FILTER])
-    rows = [(s, s.member_count if s.kind == Segment.Kind.LIST else sizes.get(s.pk)) for s in segments]
-    context = {"rows": rows, "can_add": request.user.has_perm(ADD), "limit": LIST_LIMIT}
+    context = {"segments": segments, "can_add": request.user.has_perm(ADD), "limit": LIST_LIMIT}
     return _answer(render(request, "frontend/campaigns/segment_list.html", context))
 
 
-def _filter_sizes(segments: list[Segment]) -> dict[int, int]:
-    """How many recipients each filter matches now, in one query; a filter that no longer validates has none."""
-    counts = {}
-    for segment in segments:
-        try:
-            counts[f"s{segment.pk}"] = Count("pk", filter=segment_query.validate_definition(segment.definition).q())
-        except segment_query.DefinitionError:
-            continue
-    if not counts:
-        return {}
-    return {int(name[1:]): size for name, size in Recipient.objects.aggregate(**counts).items()}
+@require_GET
+@staff_only(VIEW, ADD)
+def segment_size(request: HttpRequest, pk: int) -> HttpResponse:
+    """A filter segment's size now (a table cell's content, HTMX), or why it has none.
+
+    The count is bounded by ``NOTIFY["SEGMENT_COUNT_TIMEOUT"]`` seconds; a filter that no longer
+    validates or runs past it says so (200: the cell shows the message).
+    """
+    segment = Segment.objects.filter(pk=pk, kind=Segment.Kind.FILTER).first()
+    if segment is None:
+        raise Http404("No such filter segment.")
+    context = {"size": None, "problem": ""}
+    try:
+        definition = segment_query.validate_definition(segment.definition)
+        with segment_query.time_bound():
+            context["size"] = segment_query.count(definition)
+    except segment_query.DefinitionError as exc:
+        context["problem"] = f"Its filter no longer validates: {exc}"
+    except segment_query.CountTimeout as exc:
+        context["problem"] = str(exc)
+    return _answer(render(request, "frontend/campaigns/_segment_size.html", context))
 
 
 # --- a filter segment -----------------------------------------------------------------------------------------------
@@ -84,7 +96,7 @@ def filter_new(request: HttpRequest) -> HttpResponse:
 def filter_preview(request: HttpRequest) -> HttpResponse:
     """The live count and sample as the filter changes (HTMX partial), or the page with one more row."""
     built = conditions.build(conditions.rows_from(request.POST))
-    if request.htmx:
+    if request.htmx:  # 200 even for a count past its time: HTMX swaps only a 2xx answer in, and says why
         return _answer(render(request, "frontend/campaigns/_filter_result.html", _result_context(built, oob=True)))
     if request.POST.get("add") and len(built.rows) < conditions.MAX_ROWS:
         built.rows.append(conditions.Row())
@@ -125,15 +137,24 @@ def _filter_page(request: HttpRequest, built: conditions.Built, name: str, name_
         "languages": language_choices(),
         "channels": segment_query.ADDRESS_CHANNELS,
     }
+    if context["count_error"] and status == 200:
+        status = 422  # the filter reads but cannot be counted in time
     return _answer(render(request, "frontend/campaigns/filter_new.html", context, status=status))
 
 
 def _result_context(built: conditions.Built, oob: bool) -> dict:
-    """The count and a sample of ``SAMPLE_SIZE`` when the filter is valid (two queries)."""
-    context = {"built": built, "oob": oob, "count": None, "sample": []}
+    """The count and a sample of ``SAMPLE_SIZE`` when the filter is valid (two queries, time-bounded).
+
+    A count past ``NOTIFY["SEGMENT_COUNT_TIMEOUT"]`` seconds gives ``count_error`` instead.
+    """
+    context = {"built": built, "oob": oob, "count": None, "sample": [], "count_error": ""}
     if built.definition is not None:
-        context["count"] = segment_query.count(built.definition)
-        context["sample"] = [_masked(r) for r in segment_query.sample(built.definition, SAMPLE_SIZE)]
+        try:
+            with segment_query.time_bound():
+                context["count"] = segment_query.count(built.definition)
+                context["sample"] = [_masked(r) for r in segment_query.sample(built.definition, SAMPLE_SIZE)]
+        except segment_query.CountTimeout as exc:
+            context |= {"count": None, "sample": [], "count_error": str(exc)}
     return context
 
 
@@ -209,10 +230,17 @@ def upload_unknown(request: HttpRequest, token: str) -> StreamingHttpResponse:
     if ids is None:
         raise Http404("No such upload: upload the file again.")
     writer = csv.writer(_Echo(), lineterminator="\r\n")
+    ids = (spreadsheet_text(user_id) for user_id in ids)  # an id comes from the uploaded file, as written
     rows = itertools.chain([writer.writerow(["user_id"])], (writer.writerow([user_id]) for user_id in ids))
     response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="unknown-user-ids.csv"'
     return _answer(response)
+
+
+def spreadsheet_text(value: str) -> str:
+    """``value`` for a CSV cell a spreadsheet shows as text: one starting with = + - @, a tab or a CR would run
+    as a formula (CSV injection, OWASP), so it gets a leading ``'``."""
+    return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 class _Echo:
