@@ -16,6 +16,10 @@ class AudienceUnavailable(Exception):
     """The segment's members cannot be listed; the message says why."""
 
 
+class AudienceTimedOut(AudienceUnavailable):
+    """A filter segment's count ran past ``NOTIFY_SEGMENT_COUNT_TIMEOUT``: it may succeed later, on a quieter DB."""
+
+
 @dataclass(frozen=True)
 class Audience:
     """A segment's size and a SHA-256 (hex) of its members' user ids, sorted, one per line."""
@@ -54,7 +58,7 @@ def audience(segment: Segment) -> Audience:
 
 @contextmanager
 def bounded(segment: Segment) -> Iterator[None]:
-    """``segment_query.time_bound`` for queries over a filter segment's audience; a timeout is ``AudienceUnavailable``.
+    """``segment_query.time_bound`` for queries over a filter segment's audience; a timeout is ``AudienceTimedOut``.
 
     A list segment is not bounded: its cost is its size, capped at upload, not what someone wrote in a filter.
     """
@@ -65,4 +69,4 @@ def bounded(segment: Segment) -> Iterator[None]:
         with segment_query.time_bound():
             yield
     except segment_query.CountTimeout as exc:
-        raise AudienceUnavailable(f"Segment {segment.name!r}: {exc}") from exc
+        raise AudienceTimedOut(f"Segment {segment.name!r}: {exc}") from exc

@@ -84,7 +84,7 @@ from backend.notifications.policy import WINDOW_SECONDS
 from backend.notifications.queues import HUEYS
 from backend.notifications.tasks import enqueue_deliveries
 from campaigns import actions, ledger
-from campaigns.audience import AudienceUnavailable, audience, recipients
+from campaigns.audience import AudienceTimedOut, AudienceUnavailable, audience, recipients
 from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
 from campaigns.waves import wave_instant, waves
@@ -158,7 +158,12 @@ def start_due(now: datetime | None = None) -> list[int]:
         # Counted before start's short transaction: a big segment's count holds no lock.
         try:
             found = audience(campaign.segment)
-        except AudienceUnavailable as exc:
+        except AudienceTimedOut as exc:
+            logger.warning(
+                "campaign %s: its audience could not be counted in time, tried again next tick: %s", campaign.pk, exc
+            )
+            continue
+        except AudienceUnavailable as exc:  # a filter that no longer validates: it can never start as approved
             actions.refuse_start(campaign, str(exc))
             continue
         if not actions.start(campaign, found, campaign_hash(campaign, found)):

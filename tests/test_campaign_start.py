@@ -4,6 +4,7 @@ import pytest
 
 from backend.notifications.models import Recipient
 from campaigns import actions, fanout
+from campaigns.audience import AudienceTimedOut
 from campaigns.models import Campaign, CampaignAudit, Segment, SegmentMember
 from tests.campaigns_setup import list_segment, submitted
 
@@ -71,3 +72,25 @@ def test_a_list_audience_that_changed_after_approval_does_not_start(gold_members
     campaign.refresh_from_db()
     assert campaign.state == Campaign.State.DRAFT
     assert "its content changed after it was approved" in campaign.audit.get(action="void").detail["reason"]
+
+
+def test_a_count_that_timed_out_is_tried_again_and_a_filter_that_no_longer_validates_goes_back_to_draft(
+    gold_members, marketer, approver, monkeypatch
+):
+    segment = Segment.objects.create(name="Gold", kind=Segment.Kind.FILTER, definition=GOLD)
+    campaign = approved(marketer, approver, segment)
+
+    def timed_out(segment):
+        raise AudienceTimedOut("Segment 'Gold': Could not count the recipients in 10 s: simplify the filter.")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(fanout, "audience", timed_out)
+        assert fanout.start_due() == []
+    campaign.refresh_from_db()
+    assert campaign.state == Campaign.State.APPROVED and not campaign.audit.filter(action="void").exists()
+
+    Segment.objects.filter(pk=segment.pk).update(definition={"all": [{"field": "shoe_size", "op": "eq", "value": 9}]})
+    assert fanout.start_due() == []
+    campaign.refresh_from_db()
+    assert campaign.state == Campaign.State.DRAFT
+    assert "has a filter that cannot be used" in campaign.audit.get(action="void").detail["reason"]
