@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 
 from backend.notifications.models import Recipient
 from campaigns import segment_query
@@ -39,6 +39,25 @@ def recipients(segment: Segment) -> QuerySet[Recipient]:
         return segment_query.recipients(segment.definition)
     except segment_query.DefinitionError as exc:
         raise AudienceUnavailable(f"Segment {segment.name!r} has a filter that cannot be used: {exc}") from exc
+
+
+def ids_between(segment: Segment, after: int, upper: int | None = None) -> QuerySet:
+    """The recipient ids of ``segment`` with ``after`` < id ≤ ``upper`` (no upper bound when None), as one column
+    ``member``: the fan-out's batch ranges.
+
+    A list segment reads its members on the (segment, recipient) index within the range: written as
+    ``recipients(segment)`` with the range outside it, PostgreSQL hashed all of a million members for
+    every batch, three times a batch. Raises ``AudienceUnavailable`` like ``recipients``.
+    """
+    if segment.kind == Segment.Kind.LIST:
+        ids = SegmentMember.objects.filter(segment=segment, recipient_id__gt=after).annotate(member=F("recipient_id"))
+        if upper is not None:
+            ids = ids.filter(recipient_id__lte=upper)
+    else:
+        ids = recipients(segment).filter(pk__gt=after).annotate(member=F("pk"))
+        if upper is not None:
+            ids = ids.filter(pk__lte=upper)
+    return ids.order_by().values("member")
 
 
 def audience(segment: Segment) -> Audience:

@@ -84,7 +84,7 @@ from backend.notifications.policy import WINDOW_SECONDS
 from backend.notifications.queues import HUEYS
 from backend.notifications.tasks import enqueue_deliveries
 from campaigns import actions, ledger
-from campaigns.audience import AudienceTimedOut, AudienceUnavailable, audience, recipients
+from campaigns.audience import AudienceTimedOut, AudienceUnavailable, audience, ids_between, recipients
 from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
 from campaigns.waves import wave_instant, waves
@@ -122,13 +122,17 @@ class Plan:
     """Everything a batch's SQL needs, worked out once per fan-out (templates rendered once per language)."""
 
     campaign: Campaign
-    audience_sql: str
-    audience_params: tuple
     templates: dict[str, tuple[int, str]]  # language → (version id, masked preview)
     fallback: tuple[int, str] | None  # the kind's default language
     params_json: str
     masked_params_json: str
     start: datetime | None = None  # the campaign's start instant (local-time waves count from it); None: now
+
+    def audience_between(self, after: int, upper: int | None, ordered: bool = False) -> tuple[str, list[Any]]:
+        """SQL (one column, ``member``) of the audience's recipient ids in (``after``, ``upper``], ordered if asked."""
+        ids = ids_between(self.campaign.segment, after, upper)
+        sql, params = (ids.order_by("member") if ordered else ids).query.sql_with_params()
+        return sql, list(params)
 
 
 # --- 1. start ------------------------------------------------------------------------------------
@@ -342,11 +346,9 @@ def make_plan(campaign: Campaign) -> Plan:
         language: (int(pk), masking.masked_preview(versions[int(pk)], kind, params))
         for language, pk in campaign.template_versions.items()
     }
-    audience_sql, audience_params = recipients(campaign.segment).order_by().values("pk").query.sql_with_params()
+    ids_between(campaign.segment, 0)  # a filter that no longer validates is refused here, before any batch
     return Plan(
         campaign=campaign,
-        audience_sql=audience_sql,
-        audience_params=tuple(audience_params),
         templates=templates,
         fallback=templates.get(kind.default_language),
         params_json=json.dumps(params),
@@ -362,13 +364,11 @@ def _lock_if_running(campaign_id: int) -> bool:
 
 def _batch_upper_bound(plan: Plan, after: int, batch: int) -> int | None:
     """The highest recipient id of the next ``batch`` audience members after ``after``; None when none is left."""
-    recipient = Recipient._meta.db_table
+    ids_sql, ids_params = plan.audience_between(after, None, ordered=True)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT MAX(next_batch.id) FROM ("
-            f" SELECT r.id FROM {recipient} r WHERE r.id > %s AND r.id IN ({plan.audience_sql})"
-            f" ORDER BY r.id LIMIT %s) next_batch",
-            [after, *plan.audience_params, batch],
+            f"SELECT MAX(next_batch.member) FROM ({ids_sql} LIMIT %s) next_batch",
+            [*ids_params, batch],
         )
         return cursor.fetchone()[0]
 
@@ -437,6 +437,7 @@ def verdicts(plan: Plan, after: int, upper: int, now: datetime | None = None) ->
     rate_sql, rate_params = rate or ("SELECT CAST(NULL AS BIGINT) AS recipient_id WHERE 1 = 0", [])
     reason_sql, reason_params = _reason(plan, now, rate_limited=rate is not None)
     fallback_id, fallback_preview = plan.fallback or (None, "")
+    ids_sql, ids_params = plan.audience_between(after, upper)
     sql = f"""
     SELECT r.id AS recipient_id, r.user_id, r.language, r.time_zone, r.phone,
            COALESCE(own.version_id, CAST(%s AS INTEGER)) AS version_id, COALESCE(own.preview, %s) AS preview,
@@ -447,10 +448,10 @@ def verdicts(plan: Plan, after: int, upper: int, now: datetime | None = None) ->
     LEFT JOIN ({rate_sql}) over_limit ON over_limit.recipient_id = r.id
     LEFT JOIN ({timing_sql}) t ON t.time_zone = r.time_zone AND t.quiet_start = {_quiet_key("start")}
          AND t.quiet_end = {_quiet_key("end")}
-    WHERE r.id > %s AND r.id <= %s AND r.id IN ({plan.audience_sql})"""
+    WHERE r.id > %s AND r.id <= %s AND r.id IN ({ids_sql})"""
     params = [
         fallback_id, fallback_preview, *reason_params, campaign.kind_id, campaign.channel, *templates_params,
-        *rate_params, *timing_params, after, upper, *plan.audience_params,
+        *rate_params, *timing_params, after, upper, *ids_params,
     ]  # fmt: skip
     return sql, params
 
@@ -673,11 +674,12 @@ def _distinct_zones_and_quiet_hours(plan: Plan, after: int, upper: int) -> list[
 
     The bounds as the database gives them back: a time (SQLite: maybe its text), or None.
     """
+    ids_sql, ids_params = plan.audience_between(after, upper)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT DISTINCT r.time_zone, r.quiet_hours_start, r.quiet_hours_end"
-            f" FROM {Recipient._meta.db_table} r WHERE r.id > %s AND r.id <= %s AND r.id IN ({plan.audience_sql})",
-            [after, upper, *plan.audience_params],
+            f" FROM {Recipient._meta.db_table} r WHERE r.id > %s AND r.id <= %s AND r.id IN ({ids_sql})",
+            [after, upper, *ids_params],
         )
         return cursor.fetchall()
 
