@@ -83,7 +83,7 @@ from backend.notifications.models import (
 from backend.notifications.policy import WINDOW_SECONDS
 from backend.notifications.queues import HUEYS
 from backend.notifications.tasks import enqueue_deliveries
-from campaigns import actions, ledger
+from campaigns import actions, ledger, row_moves
 from campaigns.audience import AudienceTimedOut, AudienceUnavailable, audience, ids_between, recipients
 from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
@@ -102,8 +102,6 @@ RELEASED = "send-at-reached"
 IDLE_SECONDS = 1.0
 # What keeps a campaign from being done.
 UNFINISHED = (State.QUEUED, State.SCHEDULED, State.SENDING)
-# What a campaign's end expires: every row not yet handed to a provider (``sending`` ones are in flight).
-NOT_HANDED_OVER = (State.QUEUED, State.SCHEDULED)
 # Why a row waits (``send_timing``), and why one is stopped at its campaign's end time.
 WAVE, QUIET_HOURS, ENDED = "campaign-wave", "quiet-hours", "campaign-ended"
 
@@ -737,7 +735,7 @@ def release_due(now: datetime | None = None, limit: int = BATCH) -> int:
     due_params = [State.SCHEDULED, at, Campaign.State.RUNNING, limit]
     moves = "state = %s, queued_at = NULL, reason = %s, updated_at = %s"
     move_params = [State.QUEUED, RELEASED, at]
-    return _move_with_history(due, due_params, moves, move_params, State.SCHEDULED, State.QUEUED, RELEASED, at)
+    return row_moves.move_with_history(due, due_params, moves, move_params, State.SCHEDULED, State.QUEUED, RELEASED, at)
 
 
 def end_due(now: datetime | None = None, limit: int = BATCH) -> list[int]:
@@ -756,9 +754,9 @@ def end_due(now: datetime | None = None, limit: int = BATCH) -> list[int]:
         with transaction.atomic():
             if not _lock_if_running(campaign.pk):
                 continue
-            _expire_rest(campaign.pk, now, fed=True, limit=None)
-            _expire_rest(campaign.pk, now, fed=False, limit=limit)
-            left = Notification.objects.filter(campaign=campaign, state__in=NOT_HANDED_OVER).exists()
+            row_moves.stop_unsent(campaign.pk, State.EXPIRED, ENDED, now, fed_only=True, stamp="expired_at")
+            row_moves.stop_unsent(campaign.pk, State.EXPIRED, ENDED, now, limit=limit, stamp="expired_at")
+            left = Notification.objects.filter(campaign=campaign, state__in=row_moves.UNSENT).exists()
             if (
                 not left
                 and not CampaignAudit.objects.filter(campaign=campaign, action=CampaignAudit.Action.END).exists()
@@ -768,68 +766,9 @@ def end_due(now: datetime | None = None, limit: int = BATCH) -> list[int]:
     return ended
 
 
-def _expire_rest(campaign_id: int, now: datetime, *, fed: bool, limit: int | None) -> int:
-    """Expire (``campaign-ended``) the campaign's rows not handed over: fed ones, or the others up to ``limit``."""
-    notification = Notification._meta.db_table
-    at = connection.ops.adapt_datetimefield_value(now)
-    if fed:
-        which, params = "d.state = %s AND d.queued_at IS NOT NULL", [State.QUEUED]
-    else:
-        which, params = "(d.state = %s OR (d.state = %s AND d.queued_at IS NULL))", [State.SCHEDULED, State.QUEUED]
-    rows = f"SELECT d.id FROM {notification} d WHERE d.campaign_id = %s AND {which}"
-    rows_params = [campaign_id, *params]
-    if limit is not None:
-        rows, rows_params = f"{rows} LIMIT %s", [*rows_params, limit]
-    moves = "state = %s, reason = %s, expired_at = %s, updated_at = %s"
-    expired = 0
-    # One statement per state moved from, so that each history row names it.
-    for from_state in (State.QUEUED,) if fed else (State.SCHEDULED, State.QUEUED):
-        expired += _move_with_history(
-            f"SELECT x.id FROM ({rows}) x", rows_params, moves, [State.EXPIRED, ENDED, at, at],
-            from_state, State.EXPIRED, ENDED, at,
-        )  # fmt: skip
-    return expired
-
-
 def _end_detail(campaign: Campaign) -> dict[str, Any]:
     counts = Notification.objects.filter(campaign=campaign).order_by().values_list("state").annotate(n=Count("pk"))
     return {"end_at": _iso(campaign.end_at), "counts": dict(counts)}
-
-
-def _move_with_history(
-    rows_sql: str,
-    rows_params: list,
-    set_sql: str,
-    set_params: list,
-    from_state: str,
-    to_state: str,
-    reason: str,
-    at: Any,
-) -> int:
-    """``UPDATE … SET set_sql`` the rows of ``rows_sql`` still in ``from_state``, with a history row each; how many.
-
-    PostgreSQL: one statement (the history of exactly the rows the UPDATE moved). SQLite (one
-    writer at a time): the history first, then the UPDATE, of the same rows, in one transaction.
-    """
-    notification, history = Notification._meta.db_table, StateChange._meta.db_table
-    into = f"INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
-    with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                f"WITH moved AS (UPDATE {notification} SET {set_sql} WHERE state = %s AND id IN ({rows_sql})"
-                f" RETURNING id) {into} SELECT id, %s, %s, %s, %s FROM moved",
-                [*set_params, from_state, *rows_params, from_state, to_state, reason, at],
-            )
-            return cursor.rowcount
-        chosen = f"SELECT m.id FROM {notification} m WHERE m.state = %s AND m.id IN ({rows_sql})"
-        cursor.execute(f"{into} SELECT id, %s, %s, %s, %s FROM ({chosen}) c", [
-            from_state, to_state, reason, at, from_state, *rows_params,
-        ])  # fmt: skip
-        moved = cursor.rowcount
-        cursor.execute(f"UPDATE {notification} SET {set_sql} WHERE id IN ({chosen})", [
-            *set_params, from_state, *rows_params,
-        ])  # fmt: skip
-        return moved
 
 
 def _lock_running(campaigns: QuerySet[Campaign]) -> list[int]:
@@ -856,7 +795,7 @@ def stop_cancelled(limit: int = BATCH) -> int:
     """
     stopped = 0
     now = timezone.now()
-    pending = Notification.objects.filter(campaign=OuterRef("pk"), state__in=ledger.UNSENT)
+    pending = Notification.objects.filter(campaign=OuterRef("pk"), state__in=row_moves.UNSENT)
     for campaign in Campaign.objects.filter(Exists(pending), state=Campaign.State.CANCELLED).order_by("pk"):
         stopped += ledger.stop_unsent(campaign, now, limit=limit - stopped)
         if stopped >= limit:

@@ -20,14 +20,12 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count
 
-from backend.notifications.models import Notification, State, StateChange
+from backend.notifications.models import Notification, State
+from campaigns import row_moves
 from campaigns.models import Campaign, CampaignAudit, Segment, SegmentMember
+from campaigns.row_moves import UNSENT
 
 CANCEL_REASON = "campaign-cancelled"
-# Not yet handed to a provider: what a cancel stops.
-UNSENT = (State.QUEUED, State.SCHEDULED)
-# Rows in these states may still change; the rest is final.
-OPEN_STATES = (State.QUEUED, State.SCHEDULED, State.SENDING)
 # What became of the rows in flight at a cancel, in the order a person reads it.
 IN_FLIGHT_OUTCOMES = (State.SENT, State.FAILED, State.EXPIRED, State.CANCELLED)
 CSV_COLUMNS = ("user_id", "address", "state", "reason", "provider", "sent_at")
@@ -54,55 +52,14 @@ def as_cancelled(counts: dict[str, int]) -> dict[str, int]:
 
 
 def stop_unsent(campaign: Campaign, at: datetime, *, fed_only: bool = False, limit: int | None = None) -> int:
-    """Cancel rows of ``campaign`` not yet handed to a provider, with their history rows; how many.
+    """Cancel rows of ``campaign`` not yet handed to a provider (reason ``campaign-cancelled``), with history; how many.
 
-    ``fed_only``: only the rows whose task is already in Redis (``queued_at`` set, at most
-    ``NOTIFY_CAMPAIGN_FEED``, and retries waiting for their delay) — the only rows a worker
-    could claim, so ``actions.cancel`` stops them in its own transaction, in a fraction of a
-    second however big the campaign. ``limit``: at most that many rows (the chunks the
-    scheduler stops after the cancel, ``fanout.stop_cancelled``). Set-based: the rows are
-    locked (``FOR UPDATE``) and moved to ``cancelled`` (reason ``campaign-cancelled``), and the
-    history of exactly those rows is written by the same statement. A worker's claim
-    (``queued`` → ``sending``, a conditional UPDATE) that commits first keeps its row —
-    PostgreSQL re-reads a row it waited for and drops it from the cancel once it is
-    ``sending`` — and a claim that comes after finds the row cancelled and hands nothing over.
+    ``fed_only``: only the rows a worker could claim (a task in Redis), which ``actions.cancel``
+    stops in its own transaction, in a fraction of a second however big the campaign.
+    ``limit``: at most that many rows (the chunks the scheduler writes after the cancel,
+    ``fanout.stop_cancelled``). The move and what a worker's claim meets: ``row_moves``.
     """
-    notification, history = Notification._meta.db_table, StateChange._meta.db_table
-    now = connection.ops.adapt_datetimefield_value(at)
-    only = f" AND state = '{State.QUEUED}' AND queued_at IS NOT NULL" if fed_only else ""
-    cap, cap_params = (" LIMIT %s", [limit]) if limit is not None else ("", [])
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                f"WITH target AS ("
-                f"  SELECT id, state FROM {notification} WHERE campaign_id = %s AND state = ANY(%s){only}{cap}"
-                f"  FOR UPDATE"
-                f"), stopped AS ("
-                f"  UPDATE {notification} n SET state = %s, reason = %s, updated_at = %s"
-                f"  FROM target WHERE n.id = target.id RETURNING n.id, target.state AS from_state"
-                f") INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
-                f" SELECT id, from_state, %s, %s, %s FROM stopped",
-                [campaign.pk, list(UNSENT), *cap_params, State.CANCELLED, CANCEL_REASON, now, State.CANCELLED,
-                 CANCEL_REASON, now],
-            )  # fmt: skip
-            return cursor.rowcount
-        # SQLite (the embedded default) serialises writers: the history first, then the rows it names.
-        placeholders = ", ".join("%s" for _ in UNSENT)
-        # Ordered, so that the UPDATE's LIMIT picks the very rows whose history was just written.
-        chosen = (
-            f"SELECT id FROM {notification} WHERE campaign_id = %s AND state IN ({placeholders}){only} ORDER BY id{cap}"
-        )
-        chosen_params = [campaign.pk, *UNSENT, *cap_params]
-        cursor.execute(
-            f"INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
-            f" SELECT id, state, %s, %s, %s FROM {notification} WHERE id IN ({chosen})",
-            [State.CANCELLED, CANCEL_REASON, now, *chosen_params],
-        )
-        cursor.execute(
-            f"UPDATE {notification} SET state = %s, reason = %s, updated_at = %s WHERE id IN ({chosen})",
-            [State.CANCELLED, CANCEL_REASON, now, *chosen_params],
-        )
-        return cursor.rowcount
+    return row_moves.stop_unsent(campaign.pk, State.CANCELLED, CANCEL_REASON, at, fed_only=fed_only, limit=limit)
 
 
 @dataclass(frozen=True)
