@@ -8,6 +8,7 @@ marketer's form refuses. Each function returns the problem as a sentence, or Non
 from datetime import time
 from typing import Any
 
+from backend.notifications.rendering import BIDI_CONTROLS
 from campaigns.models import Campaign, Segment
 
 # actions.py names derived segments and drafts "<name> (list)", "(remainder)", "(correction)" in 200-character
@@ -16,9 +17,6 @@ LONGEST_DERIVED_SUFFIX = " (correction)"
 MAX_NAME = min(Campaign._meta.get_field("name").max_length, Segment._meta.get_field("name").max_length) - len(
     LONGEST_DERIVED_SUFFIX
 )
-# Unicode's explicit embeddings, overrides (U+202A–U+202E) and isolates (U+2066–U+2069): one in a name
-# reverses the text after it wherever the name is shown, the derived segment "… (list)" and the PDF too.
-BIDI_CONTROLS = frozenset(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]))
 WALL_TIME_WITH_OFFSET = "Give a wall time without a UTC offset, e.g. 09:00: each recipient's own zone applies."
 
 
@@ -26,6 +24,7 @@ def name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a campaign: empty, over ``MAX_NAME`` characters, a direction control, unprintable."""
     if not name:
         return "Give the campaign a name."
+    # One reverses the text after it wherever the name is shown, the derived segment "… (list)" and the PDF too.
     if BIDI_CONTROLS.intersection(name):
         return "A name cannot hold direction controls (U+202A–U+202E, U+2066–U+2069): they reverse the text shown."
     if len(name) > MAX_NAME or not name.isprintable():

@@ -137,15 +137,17 @@ class _UnprintableParam(TemplateError):
 # template must not mail megabytes. Counted while the part is rendered.
 MAX_RENDERED_CHARS = sandbox.MAX_CHARS
 
-# Bidi embedding/override/isolate controls (Unicode TR #9 §2): in a param they
-# can reverse the surrounding text, e.g. make a subject read backwards.
-_BIDI_CONTROLS = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
+# Bidi embedding/override/isolate controls (Unicode TR #9 §2: U+202A–U+202E, U+2066–U+2069): in a param
+# they can reverse the surrounding text, e.g. make a subject read backwards; in an id or a name, make one
+# read as another. Params have them stripped; ids and campaign names refuse them.
+BIDI_CONTROLS = frozenset(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]))
+_STRIP_BIDI_CONTROLS = dict.fromkeys(map(ord, BIDI_CONTROLS))
 
 
 def _clean(value):
     """Params as templates see them: bidi controls stripped from text, nulls dropped (so they count as missing)."""
     if isinstance(value, str):
-        return value.translate(_BIDI_CONTROLS)
+        return value.translate(_STRIP_BIDI_CONTROLS)
     if isinstance(value, dict):
         return {k: _clean(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):

@@ -16,6 +16,7 @@ from backend.notifications import locales, masking
 from backend.notifications.api.closed_sets import ClosedSetField
 from backend.notifications.api.parsers import nesting_depth
 from backend.notifications.models import Attempt, Channel, Notification, Priority, StateChange
+from backend.notifications.rendering import BIDI_CONTROLS
 
 MAX_PARAMS_BYTES = 16 * 1024
 # Deeper params parsed, then failed where they were walked again (rendering, the response): a 500.
@@ -49,9 +50,6 @@ def time_zone_name(value: str) -> str:
     return value
 
 
-_BIDI_CONTROL_CLASSES = {"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}
-
-
 def user_id_problem(value: str) -> str | None:
     """Why ``value`` cannot be a user id (None when it can): the one rule for the URL and the body."""
     if not value:
@@ -62,7 +60,7 @@ def user_id_problem(value: str) -> str | None:
         return "May not start or end with spaces."
     if "\ufffd" in value or any(unicodedata.category(c) in ("Cc", "Cs") for c in value):
         return "May not contain control characters or invalid UTF-8."
-    if any(unicodedata.bidirectional(c) in _BIDI_CONTROL_CLASSES for c in value):
+    if BIDI_CONTROLS.intersection(value):
         # An override (U+202E) would make one id display as another in the admin and in logs.
         return "May not contain bidirectional control characters."
     return None
