@@ -1,6 +1,5 @@
 """Request and response shapes of /api/v1/campaigns. Requests refuse unknown fields, like the rest of /api/v1."""
 
-import json
 from datetime import time
 
 from django.utils.dateparse import parse_datetime
@@ -9,13 +8,11 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from backend.notifications import masking
-from backend.notifications.api.parsers import nesting_depth
 from backend.notifications.api.serializers import (
-    MAX_PARAMS_BYTES,
-    MAX_PARAMS_DEPTH,
     StrictCharField,
     StrictSerializer,
     UserIdField,
+    bounded_params,
 )
 from backend.notifications.models import Channel, Kind, TemplateVersion
 from campaigns import ledger as ledgers
@@ -148,11 +145,7 @@ class CampaignCreateSerializer(StrictSerializer):
         return segment
 
     def validate_params(self, value: dict) -> dict:
-        if nesting_depth(value) > MAX_PARAMS_DEPTH:
-            raise serializers.ValidationError(f"Params may nest at most {MAX_PARAMS_DEPTH} levels deep.")
-        if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_PARAMS_BYTES:
-            raise serializers.ValidationError(f"Params may be at most {MAX_PARAMS_BYTES} bytes of JSON.")
-        return value
+        return bounded_params(value)
 
     def validate(self, attrs: dict) -> dict:
         if ("segment" in attrs) == ("user_ids" in attrs):

@@ -103,6 +103,18 @@ class UserIdField(StrictCharField):
         return value
 
 
+def bounded_params(value: dict) -> dict:
+    """``value`` when it nests at most ``MAX_PARAMS_DEPTH`` levels and is at most ``MAX_PARAMS_BYTES`` of JSON (UTF-8).
+
+    Raises ``ValidationError`` (a 422 on the field) otherwise: every request that carries params.
+    """
+    if nesting_depth(value) > MAX_PARAMS_DEPTH:
+        raise serializers.ValidationError(f"Params may nest at most {MAX_PARAMS_DEPTH} levels deep.")
+    if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_PARAMS_BYTES:
+        raise serializers.ValidationError(f"Params may be at most {MAX_PARAMS_BYTES} bytes of JSON.")
+    return value
+
+
 class StrictSerializer(serializers.Serializer):
     """Refuses fields it does not know, and read-only ones, naming them (also when nested)."""
 
@@ -146,11 +158,7 @@ class SendRequestSerializer(StrictSerializer):
         return super().to_internal_value(data)
 
     def validate_params(self, value: dict) -> dict:
-        if nesting_depth(value) > MAX_PARAMS_DEPTH:
-            raise serializers.ValidationError(f"Params may nest at most {MAX_PARAMS_DEPTH} levels deep.")
-        if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_PARAMS_BYTES:
-            raise serializers.ValidationError(f"Params may be at most {MAX_PARAMS_BYTES} bytes of JSON.")
-        return value
+        return bounded_params(value)
 
     def validate_send_at(self, value):
         if value is not None and value > timezone.now() + MAX_SCHEDULE_AHEAD:
