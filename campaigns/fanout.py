@@ -196,10 +196,7 @@ def schedule_detail(campaign: Campaign, start: datetime) -> dict[str, Any]:
         "start": _iso(start),
         "local_time": campaign.local_time.strftime("%H:%M"),
         "end_at": _iso(campaign.end_at) if campaign.end_at else None,
-        "waves": [
-            {"at": _iso(wave.at), "utc_offset": wave.offset_label(), "zones": list(wave.zones), "size": wave.size}
-            for wave in waves(campaign.local_time, start, zones)
-        ],
+        "waves": [wave.as_dict() for wave in waves(campaign.local_time, start, zones)],
     }
 
 

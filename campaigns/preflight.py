@@ -30,7 +30,7 @@ import functools
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -45,7 +45,7 @@ from backend.notifications.sms_encoding import UCS2, analyze
 from campaigns import actions, fanout
 from campaigns.audience import bounded
 from campaigns.models import Campaign, ScheduleMode
-from campaigns.waves import waves
+from campaigns.waves import iso_z, waves
 from frontend.editor.preview import GSM7_FILLER, UCS2_FILLER, worst_params
 
 MONEY = Decimal("0.0001")
@@ -198,20 +198,12 @@ def _valid_in(region: str, code: int, national: str, length: int) -> bool:
     return phonenumbers.is_valid_number_for_region(number, region)
 
 
-def iso_z(instant: datetime) -> str:
-    """``instant`` (aware) as ISO 8601 in UTC with a Z: ``2026-12-01T09:00:00Z``."""
-    return instant.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _waves(campaign: Campaign, now: datetime, sending: list[Group], will_send: int) -> list[dict[str, Any]]:
     zones = Counter[str]()
     for group in sending:
         zones[group.time_zone] += group.count
     if campaign.schedule_mode == ScheduleMode.LOCAL_TIME and campaign.local_time is not None:
-        return [
-            {"at": iso_z(w.at), "utc_offset": w.offset_label(), "zones": list(w.zones), "size": w.size}
-            for w in waves(campaign.local_time, now, dict(zones))
-        ]
+        return [wave.as_dict() for wave in waves(campaign.local_time, now, dict(zones))]
     at = campaign.send_at if campaign.schedule_mode == ScheduleMode.AT and campaign.send_at else now
     return [{"at": iso_z(at), "utc_offset": "UTC+00:00", "zones": sorted(zones), "size": will_send}]
 

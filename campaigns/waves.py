@@ -16,6 +16,7 @@ own waves.
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from backend.notifications.quiet_hours import next_wall_time
@@ -35,11 +36,23 @@ class Wave:
     zones: tuple[str, ...]
     size: int = 0
 
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able, as the pre-flight and a ``schedule`` audit row keep a wave.
+
+        ``{"at": "2026-12-01T05:30:00Z", "utc_offset": "UTC+03:30", "zones": ["Asia/Tehran"], "size": 30}``.
+        """
+        return {"at": iso_z(self.at), "utc_offset": self.offset_label(), "zones": list(self.zones), "size": self.size}
+
     def offset_label(self) -> str:
         """The offset as ``UTC+03:30`` / ``UTC−05:00`` / ``UTC+00:00``."""
         minutes = int(self.utc_offset.total_seconds() // 60)
         sign = "+" if minutes >= 0 else "−"
         return f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def iso_z(instant: datetime) -> str:
+    """``instant`` (aware) as ISO 8601 in UTC with a Z, to the second: ``2026-12-01T09:00:00Z``."""
+    return instant.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _zone(name: str) -> ZoneInfo:
