@@ -2,6 +2,7 @@
 
 import os
 import threading
+import uuid
 from datetime import timedelta
 from unittest import mock
 
@@ -64,6 +65,34 @@ def test_each_recipient_gets_exactly_one_notification_keyed_by_campaign_and_user
     assert {(n.priority, n.channel, n.kind.name, n.queued_at) for n in rows} == {("standard", "email", "promo", None)}
     running.refresh_from_db()
     assert running.fanned_out_at is not None
+
+
+def test_ids_are_uuid7_whose_time_is_when_the_fan_out_ran(running):
+    before = int(timezone.now().timestamp() * 1000)
+    fanout.fan_out(running.pk)
+    after = int(timezone.now().timestamp() * 1000)
+
+    ids = [n.id for n in made(running)]
+    assert {(i.version, i.variant) for i in ids} == {(7, uuid.RFC_4122)}
+    assert all(before <= i.int >> 80 <= after for i in ids)  # RFC 9562 §5.7: the top 48 bits are Unix ms
+    assert len({i.int & (2**62 - 1) for i in ids}) == AUDIENCE  # the random low bits differ
+
+
+def test_opaque_codes_compare_bytewise_on_postgresql(db):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attname, collname FROM pg_attribute JOIN pg_collation c ON c.oid = attcollation"
+            " WHERE attrelid = %s::regclass AND attname IN"
+            " ('idempotency_scope', 'idempotency_key', 'state', 'priority', 'provider', 'provider_ref', 'reason')",
+            [Notification._meta.db_table],
+        )
+        collations = dict(cursor.fetchall())
+    assert collations == {
+        "idempotency_scope": "C", "idempotency_key": "C", "state": "C", "priority": "C", "provider": "C",
+        "provider_ref": "C", "reason": "default",
+    }  # fmt: skip
 
 
 def test_the_policy_stops_are_recorded_with_their_reasons(running):
