@@ -104,6 +104,8 @@ class Notification(models.Model):
         # Each index costs every insert, and a campaign inserts a million rows at once: indexes that
         # another one covers are left out, and those of columns mostly empty hold only the filled rows
         # (every lookup names a value, which implies the condition). README "Benchmarks" has the figures.
+        # On PostgreSQL the indexed codes (scope, key, state, priority, provider, provider_ref) use the
+        # "C" collation (migration 0018): an AlterField of one of them must set it again.
         indexes = [
             models.Index(fields=["recipient", "-created_at"], name="notification_recipient_idx"),
             models.Index(
