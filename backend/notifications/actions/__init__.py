@@ -43,6 +43,7 @@ from backend.notifications.actions.templates import (
     ContentChanged,
     approval_problem,
     approve_template,
+    review_template,
     save_template_draft,
 )
 
@@ -69,6 +70,7 @@ __all__ = [
     "release",
     "replay",
     "requeue_for_retry",
+    "review_template",
     "save_template_draft",
     "scope_of",
     "set_locale",
