@@ -1,4 +1,4 @@
-""" "Send a test to me" on a version's page: parse the typed values, call ``actions.send_to_self``, answer.
+"""The "Send a test to me" form on a version's page: parse the typed values, call ``actions.send_to_self``, answer.
 
 The values are fields named ``param-<name>`` for each param the kind declares.
 A secret param's value is never shown again (the page's field is a password

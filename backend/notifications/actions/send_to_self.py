@@ -1,4 +1,4 @@
-""" "Send a test to me": a template version rendered with values its staff member typed, sent only to themselves.
+"""The "Send a test to me" action: a version rendered with values a staff member typed, sent only to them.
 
 A test is no notification: no ``Notification`` row, so no rate limit, preference,
 quiet hours, budget or statistic sees it, and no support search finds it. It goes
