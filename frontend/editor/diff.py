@@ -1,11 +1,14 @@
-"""A side-by-side diff of a draft against the version in use, line by line, with the changed characters marked.
+"""A side-by-side diff of a draft against the version in use, line by line, with the changed words marked.
 
 difflib (the standard library) pairs the lines; changed lines pair up and
-difflib again marks the characters that differ. The result is plain data: the
+difflib again marks the words that differ (a word: letters and digits in any
+script, a run of spaces, or one other character), which reads better than
+single letters. The result is plain data: the
 template escapes every piece of text (nothing here is HTML), and each cell keeps
 its template's language and direction so that Arabic reads right to left.
 """
 
+import re
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import zip_longest
@@ -14,8 +17,9 @@ from backend.notifications.models import TemplateVersion
 from backend.notifications.models.recipient import text_direction
 from frontend.editor.forms import CHANNEL_PARTS
 
-# Lines longer than this (characters) are marked whole: a character diff is quadratic in the worst case.
+# Lines longer than this (characters) are marked whole: a word diff is quadratic in the worst case.
 MAX_MARKED_LINE = 2000
+_WORDS = re.compile(r"\w+|\s+|[^\w\s]")
 _LABELS = {"subject": "Subject", "text_body": "Text", "html_body": "HTML body"}
 
 
@@ -88,18 +92,38 @@ def _changed_row(old_lines: list[str], new_lines: list[str], i: int | None, j: i
 
 
 def _marked(old: str, new: str) -> tuple[tuple[Piece, ...], tuple[Piece, ...]]:
-    """Both lines in pieces, the characters that differ marked ``changed``."""
+    """Both lines in pieces, the words that differ marked ``changed``."""
     if max(len(old), len(new)) > MAX_MARKED_LINE:
         return (Piece(old, True),), (Piece(new, True),)
+    old_words, new_words = _WORDS.findall(old), _WORDS.findall(new)
     old_pieces: list[Piece] = []
     new_pieces: list[Piece] = []
-    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        changed = tag != "equal"
-        if i2 > i1:
-            old_pieces.append(Piece(old[i1:i2], changed))
-        if j2 > j1:
-            new_pieces.append(Piece(new[j1:j2], changed))
-    return tuple(old_pieces), tuple(new_pieces)
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, old_words, new_words, autojunk=False).get_opcodes():
+        _add(old_pieces, "".join(old_words[i1:i2]), tag != "equal")
+        _add(new_pieces, "".join(new_words[j1:j2]), tag != "equal")
+    return _bridged(old_pieces), _bridged(new_pieces)
+
+
+def _bridged(pieces: list[Piece]) -> tuple[Piece, ...]:
+    """The pieces with only spaces kept between two changes marked too: "<del>has shipped</del>", not two marks."""
+    out: list[Piece] = []
+    for piece in pieces:
+        if len(out) >= 2 and piece.changed and out[-2].changed and not out[-1].text.strip():
+            gap = out.pop()
+            out[-1] = Piece(out[-1].text + gap.text + piece.text, True)
+        else:
+            out.append(piece)
+    return tuple(out)
+
+
+def _add(pieces: list[Piece], text: str, changed: bool) -> None:
+    """Append ``text``, joined to the last piece when both are (un)changed alike."""
+    if not text:
+        return
+    if pieces and pieces[-1].changed == changed:
+        pieces[-1] = Piece(pieces[-1].text + text, changed)
+    else:
+        pieces.append(Piece(text, changed))
 
 
 def compare(live: TemplateVersion | None, draft: TemplateVersion) -> list[PartDiff]:
