@@ -25,14 +25,20 @@ from frontend.editor.views import EDIT, VIEW, _answer, staff_only
 _DECISIONS = {"changes": TemplateEvent.Action.CHANGES, "reject": TemplateEvent.Action.REJECT}
 
 
+_SAME_TEMPLATE = {"kind": OuterRef("kind"), "language": OuterRef("language"), "channel": OuterRef("channel")}
+
+
+def _newest_drafts() -> QuerySet[TemplateVersion]:
+    """Drafts that are the newest version of their template (a newer save supersedes them)."""
+    newer = TemplateVersion.objects.filter(**_SAME_TEMPLATE, version__gt=OuterRef("version"))
+    return TemplateVersion.objects.filter(status=TemplateVersion.Status.DRAFT).exclude(Exists(newer))
+
+
 def awaiting_drafts() -> QuerySet[TemplateVersion]:
-    """Drafts waiting for approval: the newest version of their template (a newer save supersedes them)."""
-    same_template = {"kind": OuterRef("kind"), "language": OuterRef("language"), "channel": OuterRef("channel")}
-    newer = TemplateVersion.objects.filter(**same_template, version__gt=OuterRef("version"))
-    live = TemplateVersion.objects.filter(**same_template, status=TemplateVersion.Status.APPROVED).order_by("-version")
+    """Drafts waiting for approval, oldest first, each with ``live_version``: the number of the version in use."""
+    live = TemplateVersion.objects.filter(**_SAME_TEMPLATE, status=TemplateVersion.Status.APPROVED).order_by("-version")
     return (
-        TemplateVersion.objects.filter(status=TemplateVersion.Status.DRAFT)
-        .exclude(Exists(newer))
+        _newest_drafts()
         .annotate(live_version=Subquery(live.values("version")[:1]))
         .select_related("kind", "created_by")
         .order_by("created_at", "pk")
@@ -41,7 +47,7 @@ def awaiting_drafts() -> QuerySet[TemplateVersion]:
 
 def waiting_for(user) -> QuerySet[TemplateVersion]:
     """The drafts ``user`` could approve: waiting, and written by someone else who is known (two-person rule)."""
-    return awaiting_drafts().exclude(created_by=None).exclude(created_by=user.pk)
+    return _newest_drafts().exclude(created_by=None).exclude(created_by=user.pk)
 
 
 def live_version(version: TemplateVersion) -> TemplateVersion | None:
