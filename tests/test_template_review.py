@@ -4,7 +4,9 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from backend.notifications import actions
 from backend.notifications.models import Kind, TemplateEvent, TemplateVersion
@@ -53,6 +55,18 @@ def test_an_approver_sees_the_drafts_waiting_with_their_count_in_the_navigation(
     assert f'href="/templates/{draft.pk}/review/"' in page
     assert "shipped · en · sms" in page
     assert nav_count(as_approver.get("/templates/").content.decode()) == "2"  # on every staff page
+
+
+def test_the_waiting_list_costs_the_same_queries_however_many_drafts(as_approver, editor, django_assert_num_queries):
+    a_draft(editor)
+    as_approver.get(AWAITING)  # warm the session and permission caches
+    with CaptureQueriesContext(connection) as first:
+        as_approver.get(AWAITING)
+    for language in ("es", "fr", "de"):
+        a_draft(editor, f"{language} {{{{ order }}}}", language=language)
+    with django_assert_num_queries(len(first.captured_queries)):
+        page = as_approver.get(AWAITING).content.decode()
+    assert nav_count(page) == "4"
 
 
 def test_only_the_newest_version_of_a_template_waits(as_approver, editor):
