@@ -2,7 +2,8 @@
 
 Views and workers call these; nothing else writes ``Notification.state``.
 One module per topic: ``accept`` (the send path), ``delivery`` (worker
-transitions), ``templates`` (drafts and approval), ``preferences`` (contact
+transitions), ``templates`` (drafts, approval and review), ``send_to_self`` (a
+template test to its staff member, imported as a module), ``preferences`` (contact
 data, preferences, devices); ``transitions`` holds the conditional UPDATE they
 all use.
 """
