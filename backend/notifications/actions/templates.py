@@ -56,7 +56,9 @@ def save_template_draft(
     return version
 
 
-def record_event(version: TemplateVersion, actor, action: str, comment: str = "", detail: dict | None = None):
+def record_event(
+    version: TemplateVersion, actor, action: str, comment: str = "", detail: dict | None = None
+) -> TemplateEvent:
     """Write one ``TemplateEvent`` (history and audit) of ``actor`` on ``version``; returns it."""
     return TemplateEvent.objects.create(
         version=version, actor=actor, actor_name=actor.get_username() if actor else "", action=action,
