@@ -98,3 +98,15 @@ def stub(tmp_path, settings):
     settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
     yield server
     server.stop()
+
+
+@pytest.fixture
+def mail_sink(tmp_path, settings) -> Path:
+    """A real SMTP sink (aiosmtpd) that Django's SMTP settings point at; returns the folder its .eml files land in."""
+    from backend.stubs.smtp_sink import start_sink
+
+    folder = tmp_path / "mail"
+    controller = start_sink(folder)
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", controller.port
+    yield folder
+    controller.stop()

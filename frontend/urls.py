@@ -5,6 +5,8 @@ from frontend.campaigns import composer
 from frontend.campaigns import progress as campaign_page
 from frontend.campaigns import report as campaign_report
 from frontend.campaigns import views as segments
+from frontend.editor import review as editor_review
+from frontend.editor import self_send
 from frontend.editor import views as editor
 
 app_name = "frontend"
@@ -27,6 +29,11 @@ urlpatterns = [
     path("templates/preview/", editor.template_preview, name="template-preview"),
     path("templates/save/", editor.template_save, name="template-save"),
     path("templates/<int:pk>/approve/", editor.template_approve, name="template-approve"),
+    # Staff: the approval workflow (frontend/editor/review.py) and "send a test to me" (frontend/editor/self_send.py).
+    path("templates/awaiting/", editor_review.awaiting, name="templates-awaiting"),
+    path("templates/<int:pk>/review/", editor_review.review, name="template-review"),
+    path("templates/<int:pk>/review/decide/", editor_review.decide, name="template-decide"),
+    path("templates/<int:pk>/test/", self_send.send_test, name="template-send-test"),
     # Staff: segments (frontend/campaigns/). The upload path has its own body limit (backend/asgi.py, nginx).
     path("campaigns/segments/", segments.segment_list, name="segments"),
     path("campaigns/segments/<int:pk>/size", segments.segment_size, name="segment-size"),

@@ -35,9 +35,12 @@ class MessageNotFound(LookupError):
 
 @dataclass(frozen=True)
 class NewMessage:
-    """What the ``inapp`` provider delivers: already rendered, link already checked."""
+    """What the ``inapp`` provider delivers: already rendered, link already checked.
 
-    notification_id: str
+    ``notification_id`` is None for a template test sent to a staff member's inbox (no notification exists).
+    """
+
+    notification_id: str | None
     user_id: str
     kind: str
     language: str
@@ -71,8 +74,8 @@ def deliver(new: NewMessage) -> tuple[InboxMessage, bool]:
     """
     with transaction.atomic():
         recipient = _lock(new.user_id)
-        existing = InboxMessage.objects.filter(notification_id=new.notification_id).first()
-        if existing is not None:
+        existing = new.notification_id and InboxMessage.objects.filter(notification_id=new.notification_id).first()
+        if existing:
             return existing, False
         prev = queries.last_id(recipient.pk)
         message = InboxMessage.objects.create(

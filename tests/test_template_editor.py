@@ -520,9 +520,25 @@ def test_the_htmx_answer_is_the_panel_only(as_editor):
     assert "no-cache" in response["Cache-Control"]
 
 
-@pytest.mark.parametrize("query", ["?kind=nope&language=xx&channel=fax", "?kind=%00", "?kind=digest"])
-def test_odd_editor_queries_fall_back_instead_of_failing(as_editor, query):
+@pytest.mark.parametrize("query", ["", "?kind=digest", "?kind=otp&language=AR", "?language=en"])
+def test_a_query_that_leaves_values_out_opens_their_defaults(as_editor, query):
     assert as_editor.get(f"/templates/edit/{query}").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("?kind=nope", "There is no kind “nope”."),
+        ("?kind=otp&language=xx", "There is no language “xx” here."),
+        ("?kind=otp&channel=fax", "There is no channel “fax”: email, sms, push, inapp."),
+        ("?kind=%00", "There is no kind &#x27;\\x00&#x27;."),
+    ],
+)
+def test_a_kind_language_or_channel_that_does_not_exist_is_a_404_that_says_so(as_editor, query, message):
+    response = as_editor.get(f"/templates/edit/{query}")
+    assert response.status_code == 404
+    assert message in response.content.decode()
+    assert 'id="id_text_body"' not in response.content.decode()  # not silently another template
 
 
 def test_a_template_rendering_half_an_emoji_is_an_error_not_a_500(as_editor):

@@ -15,7 +15,9 @@ from backend.notifications.models import (
     Notification,
     Preference,
     Recipient,
+    StaffContact,
     StateChange,
+    TemplateEvent,
     TemplateVersion,
     VelocityAlarm,
 )
@@ -218,3 +220,23 @@ class VelocityAlarmAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
     list_display = ["at", "country", "count", "threshold"]
     list_filter = ["country"]
     readonly_fields = [f.name for f in VelocityAlarm._meta.fields]
+
+
+@admin.register(StaffContact)
+class StaffContactAdmin(ListedFiltersOnly, admin.ModelAdmin):
+    """A staff member's own phone and inbox for "Send a test to me" (their email is the user's): set by an admin."""
+
+    list_display = ["user", "phone", "inbox_user_id"]
+    search_fields = ["user__username", "phone", "inbox_user_id"]
+    list_select_related = ["user"]
+
+
+@admin.register(TemplateEvent)
+class TemplateEventAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
+    """The audit of template actions: saves, approvals, reviews with their comments, tests sent to self."""
+
+    list_display = ["at", "actor_name", "action", "version"]
+    list_filter = ["action"]
+    search_fields = ["actor_name", "comment"]
+    list_select_related = ["version__kind"]
+    readonly_fields = [f.name for f in TemplateEvent._meta.fields]

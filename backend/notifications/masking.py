@@ -78,3 +78,18 @@ def masked_preview(
     elif rendered is None:
         rendered = rendering.render(version, params)
     return (rendered.subject or rendered.text)[:PREVIEW_CHARS]
+
+
+def mask_phone(phone: str) -> str:
+    """``+966512345567`` → ``+9665••••567``: the country and first digit, then the last three."""
+    if len(phone) <= 8:
+        return "••••" if phone else ""
+    return f"{phone[:5]}••••{phone[-3:]}"
+
+
+def mask_email(email: str) -> str:
+    """``layla@example.com`` → ``l•••@example.com``: the first character and the domain."""
+    local, at, domain = email.rpartition("@")
+    if not at:
+        return "•••" if email else ""
+    return f"{local[:1]}•••@{domain}"

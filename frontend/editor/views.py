@@ -9,6 +9,7 @@ content hash of the text the page showed, so an approval covers exactly what
 its approver read. Anonymous visitors go to the admin login (``LOGIN_URL``).
 """
 
+import json
 import re
 from dataclasses import dataclass, replace
 from functools import wraps
@@ -23,8 +24,9 @@ from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from backend.notifications import actions
-from backend.notifications.models import Channel, Kind, TemplateVersion
+from backend.notifications import actions, masking
+from backend.notifications.actions import send_to_self
+from backend.notifications.models import Channel, Kind, TemplateEvent, TemplateVersion
 from frontend.editor import highlight, preview
 from frontend.editor.forms import (
     CHANNEL_PARTS,
@@ -41,6 +43,8 @@ EDIT = "notifications.change_templateversion"
 # Fields that name the template; a request with one of them wrong was not made by the page.
 _IDENTITY = ("kind", "language", "channel")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# The newest events the editor's history shows.
+_HISTORY_EVENTS = 50
 
 
 def staff_only(*any_of: str):
@@ -184,15 +188,59 @@ def _may_approve(user, base: TemplateVersion | None, shown_hash: str) -> bool:
 def _page(request: HttpRequest, context: dict, status: int = 200) -> HttpResponse:
     draft: preview.Draft = context["draft"]
     siblings = TemplateVersion.objects.filter(kind=draft.kind, language=draft.language, channel=draft.channel)
+    base: TemplateVersion | None = context["base"]
+    events = TemplateEvent.objects.filter(version__in=siblings).select_related("version")
     context = {
         **context,
         "history": list(siblings.select_related("created_by", "approved_by").order_by("-version")),
+        "events": list(events[:_HISTORY_EVENTS]),
+        "review_note": _review_note(base),
+        "test_form": _test_form(request.user, base, context.get("test_values", {})),
         "kinds": Kind.objects.order_by("name"),
         "languages": language_choices(),
         "channels": Channel.choices,
         "countries": country_choices(),
     }
     return _answer(render(request, "frontend/editor/page.html", context, status=status))
+
+
+def _review_note(base: TemplateVersion | None) -> TemplateEvent | None:
+    """The reviewer's comment on a version sent back or rejected, which its writer reads on the page."""
+    if base is None or base.status not in (TemplateVersion.Status.CHANGES, TemplateVersion.Status.REJECTED):
+        return None
+    decisions = (TemplateEvent.Action.CHANGES, TemplateEvent.Action.REJECT)
+    return base.events.filter(action__in=decisions).order_by("-at", "-pk").first()
+
+
+def _test_form(user, base: TemplateVersion | None, values: dict[str, str]) -> dict | None:
+    """The "Send a test to me" form of a saved version, for who may send tests (else None).
+
+    ``to`` is the member's own address, masked; ``problem`` says why there is none.
+    Each declared param is a field: its example as the value, or what was typed;
+    a secret param is a password field that starts empty whatever was typed.
+    """
+    if base is None or not send_to_self.may_send_tests(user):
+        return None
+    try:
+        to, problem = send_to_self.masked_address(base.channel, send_to_self.own_address(user, base.channel)), ""
+    except send_to_self.TestRefused as exc:
+        to, problem = "", str(exc)
+    secrets = masking.secret_names(base.kind)
+    fields = [
+        {
+            "name": name,
+            "secret": name in secrets,
+            "value": "" if name in secrets else values.get(name, _typed_example(spec.get("example", ""))),
+            "max_length": spec.get("max_length") or send_to_self.MAX_TYPED_CHARS,
+        }
+        for name, spec in base.kind.declared_params
+    ]
+    return {"to": to, "problem": problem, "fields": fields}
+
+
+def _typed_example(example) -> str:
+    """A kind's example as the test form shows it: text as is, a list as JSON (``send_to_self.checked_params``)."""
+    return json.dumps(example, ensure_ascii=False) if isinstance(example, list) else str(example)
 
 
 def _draft_of(version: TemplateVersion) -> preview.Draft:
@@ -204,20 +252,18 @@ def _draft_of(version: TemplateVersion) -> preview.Draft:
 @require_GET
 @staff_only(VIEW, EDIT)
 def template_editor(request: HttpRequest) -> HttpResponse:
-    """The editor for ``?kind=&language=&channel=``, starting from that template's newest version (if any)."""
-    name = request.GET.get("kind", "")
-    kind = (Kind.objects.filter(name=name).first() if name.isprintable() else None) or Kind.objects.order_by(
-        "name"
-    ).first()
+    """The editor for ``?kind=&language=&channel=``, starting from that template's newest version (if any).
+
+    A value left out takes the default (the first kind, the kind's default
+    language and channel); a value that names nothing is a 404 that says so,
+    never silently another template.
+    """
+    kind, language, channel, unknown = _chosen_template(request)
+    if unknown:
+        return _not_a_template(request, unknown)
     if kind is None:
         messages.error(request, "There is no kind of notification yet: add one in the admin first.")
         return redirect("frontend:templates")
-    language = request.GET.get("language", "").lower()
-    if language not in dict(language_choices()):
-        language = kind.default_language
-    channel = request.GET.get("channel", "")
-    if channel not in Channel.values:
-        channel = kind.default_channel
     base = (
         TemplateVersion.objects.filter(kind=kind, language=language, channel=channel)
         .select_related("kind", "created_by", "approved_by")
@@ -226,6 +272,34 @@ def template_editor(request: HttpRequest) -> HttpResponse:
     )
     draft = _draft_of(base) if base else preview.Draft(kind, language, channel)
     return _page(request, _editor_context(request, draft, base))
+
+
+def _chosen_template(request: HttpRequest) -> tuple[Kind | None, str, str, list[str]]:
+    """The kind, language and channel the query names (defaults for those left out) and what names nothing."""
+    name, language, channel = (request.GET.get(field, "") for field in ("kind", "language", "channel"))
+    unknown = []
+    kind = Kind.objects.filter(name=name).first() if name and name.isprintable() else None
+    if name and kind is None:
+        unknown.append(f"There is no kind {_quoted(name)}.")
+    kind = kind or (None if name else Kind.objects.order_by("name").first())
+    if language and language.lower() not in dict(language_choices()):
+        unknown.append(f"There is no language {_quoted(language)} here.")
+    if channel and channel not in Channel.values:
+        unknown.append(f"There is no channel {_quoted(channel)}: {', '.join(Channel.values)}.")
+    language = language.lower() or (kind.default_language if kind else "")
+    return kind, language, channel or (kind.default_channel if kind else ""), unknown
+
+
+def _quoted(value: str) -> str:
+    """A typed value quoted for a message: cut to 40 characters, unprintable ones as escapes."""
+    return repr(value[:40]) if not value.isprintable() else f"“{value[:40]}”"
+
+
+def _not_a_template(request: HttpRequest, problems: list[str]) -> HttpResponse:
+    """404: the query named a kind, language or channel that does not exist; the picker offers those that do."""
+    context = {"problems": problems, "kinds": Kind.objects.order_by("name"), "languages": language_choices(),
+               "channels": Channel.choices}  # fmt: skip
+    return _answer(render(request, "frontend/editor/not_a_template.html", context, status=404))
 
 
 @require_GET

@@ -2,7 +2,8 @@
 
 Views and workers call these; nothing else writes ``Notification.state``.
 One module per topic: ``accept`` (the send path), ``delivery`` (worker
-transitions), ``templates`` (drafts and approval), ``preferences`` (contact
+transitions), ``templates`` (drafts, approval and review), ``send_to_self`` (a
+template test to its staff member, imported as a module), ``preferences`` (contact
 data, preferences, devices); ``transitions`` holds the conditional UPDATE they
 all use.
 """
@@ -43,6 +44,7 @@ from backend.notifications.actions.templates import (
     ContentChanged,
     approval_problem,
     approve_template,
+    review_template,
     save_template_draft,
 )
 
@@ -69,6 +71,7 @@ __all__ = [
     "release",
     "replay",
     "requeue_for_retry",
+    "review_template",
     "save_template_draft",
     "scope_of",
     "set_locale",

@@ -12,7 +12,9 @@ from backend.notifications.models.notification import (
     VelocityAlarm,
 )
 from backend.notifications.models.recipient import Device, Preference, Recipient
+from backend.notifications.models.staff import StaffContact
 from backend.notifications.models.template import TemplateVersion
+from backend.notifications.models.template_history import TemplateEvent
 
 __all__ = [
     "ApiClient",
@@ -28,8 +30,10 @@ __all__ = [
     "Preference",
     "Priority",
     "Recipient",
+    "StaffContact",
     "State",
     "StateChange",
+    "TemplateEvent",
     "TemplateVersion",
     "VelocityAlarm",
 ]

@@ -65,6 +65,9 @@ class TemplateVersion(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft", "Draft"
         APPROVED = "approved", "Approved"
+        # A second person's "no" (``actions.review_template``): the writer saves a new draft, this one stays as it is.
+        CHANGES = "changes", "Changes requested"
+        REJECTED = "rejected", "Rejected"
 
     kind = models.ForeignKey(Kind, on_delete=models.PROTECT, related_name="templates")
     language = models.CharField(max_length=8)

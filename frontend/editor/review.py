@@ -1,0 +1,127 @@
+"""The approvers' side of the editor: what waits for approval, a draft against the version in use, and "no".
+
+``awaiting`` lists the drafts waiting (the newest version of a template, when
+it is a draft); the navigation shows how many wait for the person looking
+(``waiting_for``: not their own). ``review`` shows a version side by side with
+the version in use (``diff.compare``), with Approve (``views.template_approve``)
+and Request changes / Reject (``decide`` → ``actions.review_template``, which
+holds the rule: the admin is no exception). Who may do what is decided here and
+in the action, never by an ``{% if %}`` alone.
+"""
+
+from django.contrib import messages
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from backend.notifications import actions
+from backend.notifications.actions.templates import APPROVE, comment_problem, review_problem
+from backend.notifications.models import TemplateEvent, TemplateVersion
+from backend.notifications.models.template_history import MAX_COMMENT_CHARS
+from frontend.editor import diff
+from frontend.editor.views import EDIT, VIEW, _answer, staff_only
+
+_DECISIONS = {"changes": TemplateEvent.Action.CHANGES, "reject": TemplateEvent.Action.REJECT}
+
+
+_SAME_TEMPLATE = {"kind": OuterRef("kind"), "language": OuterRef("language"), "channel": OuterRef("channel")}
+
+
+def _newest_drafts() -> QuerySet[TemplateVersion]:
+    """Drafts that are the newest version of their template (a newer save supersedes them)."""
+    newer = TemplateVersion.objects.filter(**_SAME_TEMPLATE, version__gt=OuterRef("version"))
+    return TemplateVersion.objects.filter(status=TemplateVersion.Status.DRAFT).exclude(Exists(newer))
+
+
+def awaiting_drafts() -> QuerySet[TemplateVersion]:
+    """Drafts waiting for approval, oldest first, each with ``live_version``: the number of the version in use."""
+    live = TemplateVersion.objects.filter(**_SAME_TEMPLATE, status=TemplateVersion.Status.APPROVED).order_by("-version")
+    return (
+        _newest_drafts()
+        .annotate(live_version=Subquery(live.values("version")[:1]))
+        .select_related("kind", "created_by")
+        .order_by("created_at", "pk")
+    )
+
+
+def waiting_for(user) -> QuerySet[TemplateVersion]:
+    """The drafts ``user`` could approve: waiting, and written by someone else who is known (two-person rule)."""
+    return _newest_drafts().exclude(created_by=None).exclude(created_by=user.pk)
+
+
+def live_version(version: TemplateVersion) -> TemplateVersion | None:
+    """The version now sent for ``version``'s kind × language × channel: its newest approved one, or None."""
+    approved = TemplateVersion.objects.filter(
+        kind=version.kind_id, language=version.language, channel=version.channel, status=TemplateVersion.Status.APPROVED
+    )
+    return approved.select_related("approved_by").order_by("-version").first()
+
+
+@require_GET
+@staff_only(APPROVE)
+def awaiting(request: HttpRequest) -> HttpResponse:
+    """Every draft waiting for approval, oldest first: first those the approver may approve, then their own."""
+    drafts = list(awaiting_drafts())
+    mine = [draft for draft in drafts if draft.created_by_id == request.user.pk]
+    context = {
+        "for_you": [draft for draft in drafts if draft.created_by_id not in (None, request.user.pk)],
+        "mine": mine,
+        "orphans": [draft for draft in drafts if draft.created_by_id is None],
+    }
+    return _answer(render(request, "frontend/editor/awaiting.html", context))
+
+
+def _review_context(request: HttpRequest, version: TemplateVersion, **extra) -> dict:
+    live = live_version(version)
+    user = request.user
+    approve_problem = actions.approval_problem(version, user)
+    return {
+        "version": version,
+        "live": live,
+        "parts": diff.compare(live if live and live.pk != version.pk else None, version),
+        "is_live": live is not None and live.pk == version.pk,
+        "can_approve": approve_problem is None,
+        "approve_problem": approve_problem,
+        "can_review": review_problem(version, user) is None,
+        "events": list(version.events.select_related("version")),
+        "max_comment": MAX_COMMENT_CHARS,
+        "comment": "",
+        **extra,
+    }
+
+
+def _version(pk: int) -> TemplateVersion:
+    return get_object_or_404(TemplateVersion.objects.select_related("kind", "created_by", "approved_by"), pk=pk)
+
+
+@require_GET
+@staff_only(VIEW, EDIT)
+def review(request: HttpRequest, pk: int) -> HttpResponse:
+    """A version side by side with the version in use; Approve, Request changes and Reject for who may."""
+    return _answer(render(request, "frontend/editor/review.html", _review_context(request, _version(pk))))
+
+
+@require_POST
+@staff_only(APPROVE)
+def decide(request: HttpRequest, pk: int) -> HttpResponse:
+    """Request changes to a draft or reject it, with a comment its writer sees (``actions.review_template``).
+
+    A refusal is the review page with the reason: 400 for a missing or too long
+    comment or an unknown decision, 403 for the rule (own draft, not a draft).
+    """
+    version = _version(pk)
+    decision = _DECISIONS.get(request.POST.get("decision", ""))
+    comment = request.POST.get("comment", "").replace("\r\n", "\n")
+    problem = comment_problem(comment) if decision else "Choose: request changes or reject."
+    if problem:
+        context = _review_context(request, version, error=problem, comment=comment[:MAX_COMMENT_CHARS])
+        return _answer(render(request, "frontend/editor/review.html", context, status=400))
+    try:
+        actions.review_template(version, request.user, decision, comment)
+    except actions.ApprovalRefused as exc:
+        context = _review_context(request, version, error=str(exc), comment=comment)
+        return _answer(render(request, "frontend/editor/review.html", context, status=403))
+    verb = "Requested changes to" if decision == TemplateEvent.Action.CHANGES else "Rejected"
+    messages.success(request, f"{verb} {version}; its writer sees your comment on the draft.")
+    return redirect("frontend:templates-awaiting")
