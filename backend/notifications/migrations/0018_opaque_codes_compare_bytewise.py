@@ -35,6 +35,6 @@ def _collate(collation: str):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("notifications", "0012_kind_marketing_allows_opt_out")]
+    dependencies = [("notifications", "0016_template_review_history_and_staff_contact")]
 
     operations = [migrations.RunPython(_collate("C"), _collate("default"))]
