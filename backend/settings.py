@@ -54,6 +54,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Django's empty 405 gets a page in the visitor's language (frontend/error_pages.py).
+    "frontend.error_pages.MethodNotAllowedPageMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -377,9 +379,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"one_line_refusals": {"()": "backend.log_filters.OneLineRefusals"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
+        # A 403 is an expected refusal: one line, not a 35-line traceback of PermissionDenied.
+        "django.request": {"filters": ["one_line_refusals"]},
         "huey": {"level": env_str("LOG_LEVEL", "INFO")},
         # aiosmtpd logs every SMTP command of the demo sink at INFO.
         "mail.log": {"level": "WARNING"},
