@@ -1,4 +1,6 @@
-"""Secret params (OTP codes): the kind declares them, and staff, logs and API reads see ``MASK`` instead.
+"""Contact data shown to people (``mask_phone``, ``mask_email``), and secret params.
+
+Secret params (OTP codes): the kind declares them, and staff, logs and API reads see ``MASK`` instead.
 
 A kind marks a param secret in its spec: ``{"code": {"example": "482913", "max_length": 8,
 "secret": true}}``. Besides the message the provider receives (for ``inapp`` that is the inbox
@@ -78,3 +80,18 @@ def masked_preview(
     elif rendered is None:
         rendered = rendering.render(version, params)
     return (rendered.subject or rendered.text)[:PREVIEW_CHARS]
+
+
+def mask_phone(phone: str) -> str:
+    """``+966512345567`` → ``+9665••••567``: the country and first digit, then the last three."""
+    if len(phone) <= 8:
+        return "••••" if phone else ""
+    return f"{phone[:5]}••••{phone[-3:]}"
+
+
+def mask_email(email: str) -> str:
+    """``layla@example.com`` → ``l•••@example.com``: the first character and the domain."""
+    local, at, domain = email.rpartition("@")
+    if not at:
+        return "•••" if email else ""
+    return f"{local[:1]}•••@{domain}"

@@ -21,6 +21,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Recipient
 from campaigns import csv_upload, segment_query
 from campaigns.models import Segment, SegmentMember
@@ -166,21 +167,6 @@ def _masked(recipient: Recipient) -> dict:
         "email": mask_email(recipient.email),
         "time_zone": recipient.time_zone,
     }
-
-
-def mask_phone(phone: str) -> str:
-    """``+966512345567`` → ``+9665••••567``: the country and first digit, then the last three."""
-    if len(phone) <= 8:
-        return "••••" if phone else ""
-    return f"{phone[:5]}••••{phone[-3:]}"
-
-
-def mask_email(email: str) -> str:
-    """``layla@example.com`` → ``l•••@example.com``: the first character and the domain."""
-    local, at, domain = email.rpartition("@")
-    if not at:
-        return "•••" if email else ""
-    return f"{local[:1]}•••@{domain}"
 
 
 # --- a CSV upload ---------------------------------------------------------------------------------------------------
