@@ -11,11 +11,13 @@ class OneLineRefusals(logging.Filter):
 
     Django logs a PermissionDenied with its ``exc_info`` (``django.core.handlers.exception``), which
     prints the whole stack for a support agent who clicked a link their role does not open.
-    The record stays, as one line with the method, path and user.
+    The record stays, as one line with the path and the user. A record is shortened once, however
+    many instances are attached (``logging.config.dictConfig`` run again adds its filters again).
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "status_code", None) in ONE_LINE_STATUSES:
+        if getattr(record, "status_code", None) in ONE_LINE_STATUSES and not getattr(record, "one_line", False):
+            record.one_line = True
             record.exc_info = record.exc_text = None
             request = getattr(record, "request", None)
             user = getattr(request, "user", None)
