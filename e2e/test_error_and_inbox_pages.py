@@ -97,3 +97,29 @@ def test_the_inbox_page_at_390_px_shows_messages_readable(demo, page, screenshot
     expect(rows).to_have_count(2)
     rows.first.get_by_role("button", name="تعليم كمقروء").click()
     expect(page.locator(".inbox-message.is-unread")).to_have_count(1)
+
+
+def test_layla_stops_all_marketing_and_the_offer_switches_follow(demo, page, screenshot):
+    from django.urls import reverse
+
+    from backend.notifications import links
+    from backend.notifications.models import Preference
+
+    page.set_viewport_size(PHONE)
+    page.goto(demo.url + reverse("frontend:preferences", args=[links.preference_token("u-ar-1")]))
+    expect(page.locator(".p-contact")).to_contain_text("l•••@example.com")
+    expect(page.locator(".p-contact")).to_contain_text("+9665••••567")
+    stop = page.get_by_role("switch", name="إيقاف كل الرسائل التسويقية")
+    offer = page.get_by_role("switch", name="العروض التسويقية البريد الإلكتروني", exact=True)
+    expect(stop).not_to_be_checked()
+    expect(offer).to_be_checked()
+    stop.click()
+    expect(page.locator("#p-marketing [role=status]")).to_have_text("تم الحفظ")
+    expect(offer).not_to_be_checked()  # swapped in out of band, without a reload
+    assert set(Preference.objects.filter(recipient__user_id="u-ar-1").values_list("kind__name", "enabled")) == {
+        ("promo", False)
+    }
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    screenshot("preferences-390-ar-marketing-stopped")
+    offer.click()  # one offer back on: the switch follows, off
+    expect(stop).not_to_be_checked()
