@@ -14,6 +14,7 @@ from django.urls import reverse
 from backend.env import EnvError, env_web_url
 from backend.notifications import actions, links
 from backend.notifications.models import Kind, Notification, Preference, Recipient
+from tests.test_security_headers import settings_in
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -113,3 +114,9 @@ def test_a_logo_url_that_is_not_http_or_https_is_refused_at_start_up(monkeypatch
 def test_an_https_logo_url_is_kept(monkeypatch):
     monkeypatch.setenv("NOTIFY_BRAND_LOGO_URL", "https://cdn.acme.example/logo.svg")
     assert env_web_url("NOTIFY_BRAND_LOGO_URL") == "https://cdn.acme.example/logo.svg"
+
+
+def test_the_logos_site_is_the_one_other_place_pages_load_images_from():
+    env = {"NOTIFY_BRAND_LOGO_URL": "https://cdn.acme.example/brand/logo.svg"}
+    [policy] = settings_in(env, "CONTENT_SECURITY_POLICY['DIRECTIVES']['img-src']")
+    assert policy == "[\"'self'\", 'data:', 'https://cdn.acme.example']"
