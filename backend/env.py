@@ -8,6 +8,7 @@ credentials), which wins over ``NAME``.
 
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 _TRUE = {"1", "true", "on"}
 _FALSE = {"0", "false", "off", ""}
@@ -93,3 +94,22 @@ def env_rate_limits(name: str, default: str) -> dict[str, dict[str, int]]:
             raise EnvError(f"{name}: {part!r}: expected category=COUNT/h,COUNT/d")
         limits[category.strip()] = per
     return limits
+
+
+def env_web_url(name: str, default: str = "") -> str:
+    """Return ``$NAME`` as an absolute http(s) URL with a host and no credentials, or "" when unset.
+
+    For URLs that pages put in front of people (a logo): ``javascript:``, ``data:`` or a relative
+    path is refused at start-up, not shown.
+    """
+    raw = os.environ.get(name, default).strip()
+    if not raw:
+        return ""
+    try:
+        parts = urlsplit(raw)
+        host = parts.hostname
+    except ValueError:
+        parts, host = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not host or parts.username or parts.password:
+        raise EnvError(f"{name}={raw!r}: expected an absolute http:// or https:// URL without user or password")
+    return raw

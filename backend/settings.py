@@ -7,13 +7,14 @@ every variable; ``manage.py check --deploy`` refuses dangerous production values
 
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_str
+from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_str, env_web_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -54,6 +55,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Django's empty 405 gets a page in the visitor's language (frontend/error_pages.py).
+    "frontend.error_pages.MethodNotAllowedPageMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -80,6 +83,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "frontend.context_processors.brand",
             ],
         },
     },
@@ -219,6 +223,14 @@ SECURE_HSTS_SECONDS = env_int("NOTIFY_HSTS_SECONDS", 365 * 86400 if HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("NOTIFY_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
 SECURE_HSTS_PRELOAD = env_bool("NOTIFY_HSTS_PRELOAD", HTTPS)
 
+# The brand on the pages people see without a login (preference center, unsubscribe, link and error
+# pages): a name, and a logo shown beside it when set (an absolute http(s) URL, refused otherwise).
+BRAND_NAME = env_str("NOTIFY_BRAND_NAME", "Notify").strip() or "Notify"
+BRAND_LOGO_URL = env_web_url("NOTIFY_BRAND_LOGO_URL")
+_logo = urlsplit(BRAND_LOGO_URL)
+# The logo's site is the one other place pages may load an image from (img-src below).
+_BRAND_LOGO_ORIGIN = [f"{_logo.scheme}://{_logo.netloc}"] if BRAND_LOGO_URL else []
+
 # Content-Security-Policy (django-csp): scripts only from our own static files — no inline script,
 # no eval — so injected markup cannot run. Styles may be inline: the inbox widget and htmx add
 # <style> elements, and CSS cannot run code. 'self' covers the inbox WebSocket in connect-src.
@@ -226,7 +238,7 @@ _CSP = {
     "default-src": ["'self'"],
     "script-src": ["'self'"],
     "style-src": ["'self'", "'unsafe-inline'"],
-    "img-src": ["'self'", "data:"],
+    "img-src": ["'self'", "data:", *_BRAND_LOGO_ORIGIN],
     "connect-src": ["'self'"],
     "object-src": ["'none'"],
     "base-uri": ["'self'"],
@@ -377,9 +389,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"one_line_refusals": {"()": "backend.log_filters.OneLineRefusals"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
+        # A 403 is an expected refusal: one line, not a 35-line traceback of PermissionDenied.
+        "django.request": {"filters": ["one_line_refusals"]},
         "huey": {"level": env_str("LOG_LEVEL", "INFO")},
         # aiosmtpd logs every SMTP command of the demo sink at INFO.
         "mail.log": {"level": "WARNING"},

@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 
 from backend.health import healthz, readyz
 from backend.notifications.api.errors import api_not_found
+from frontend.error_pages import favicon
 
 urlpatterns = [
     path("api/v1/", include("backend.notifications.api.urls")),
@@ -12,11 +13,14 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("favicon.ico", favicon, name="favicon"),
     path("", include("frontend.urls")),
     # Last: every other /api/ URL answers JSON, whatever DEBUG says.
     re_path(r"^api/", api_not_found),
 ]
 
 handler400 = "backend.notifications.api.errors.json_bad_request"
-handler404 = "backend.notifications.api.errors.json_not_found"
-handler500 = "backend.notifications.api.errors.json_server_error"
+# JSON under /api/, pages in the visitor's language elsewhere (frontend/error_pages.py).
+handler403 = "frontend.error_pages.forbidden"
+handler404 = "frontend.error_pages.not_found"
+handler500 = "frontend.error_pages.server_error"

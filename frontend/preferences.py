@@ -5,7 +5,9 @@ Reached by a signed, expiring link (``links.preference_url``, handed out by
 small form: HTMX posts a change at once and the answer — the status partial,
 "Saved" in the person's language — lands in a live region beside it.
 Without JavaScript the same forms post normally and come back to the page.
-Every change goes through ``actions``; security kinds are shown locked.
+Every change goes through ``actions``; security kinds are shown locked. "Stop all marketing" turns
+every marketing kind off on every channel at once (``actions.set_marketing``); it shows on while
+all of them are off. The page names the email and phone it is about, masked (``l•••@example.com``).
 """
 
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from django.utils.translation import gettext_lazy, gettext_noop, pgettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from backend.notifications import actions, links, locales
+from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Category, Channel, Kind, Preference, Recipient
 from frontend.signed_pages import for_person, render_page, status_message
 
@@ -113,6 +116,16 @@ def _groups(recipient: Recipient) -> list[dict]:
     return groups
 
 
+def _marketing_group(groups: list[dict]) -> dict | None:
+    return next((group for group in groups if group["category"] == Category.MARKETING), None)
+
+
+def _marketing_stopped(group: dict | None) -> bool:
+    """True when the marketing group has switches and every one of them is off."""
+    toggles = [toggle for row in group["kinds"] for toggle in row["toggles"]] if group else []
+    return bool(toggles) and not any(toggle.enabled for toggle in toggles)
+
+
 def _time_zone_groups(current: str) -> list[tuple[str, list[tuple[str, str]]]]:
     """Every IANA zone, grouped by region (sorted), each as (name, "City (UTC+03:00)")."""
     now = timezone.now()
@@ -170,10 +183,13 @@ def _refused(request: HttpRequest, token: str, text: str, status: int = 422) -> 
 @require_GET
 @preference_page
 def page(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse:
+    groups = _groups(recipient)
     context = {
         "token": token,
         "recipient": recipient,
-        "groups": _groups(recipient),
+        "contact": {"email": mask_email(recipient.email), "phone": mask_phone(recipient.phone)},
+        "groups": groups,
+        "marketing_stopped": _marketing_stopped(_marketing_group(groups)),
         "quiet": _quiet_context(recipient),
         "time_zones": _time_zone_groups(recipient.time_zone),
         "languages": _languages(recipient.language),
@@ -196,7 +212,19 @@ def channel(request: HttpRequest, recipient: Recipient, token: str) -> HttpRespo
         if not kind.opt_out_allowed:
             return _refused(request, token, _("Security messages can't be turned off."), 403)
         return _refused(request, token, _("This message isn't sent on that channel."))
-    return _saved(request, token)
+    if kind.category != Category.MARKETING:
+        return _saved(request, token)
+    # The "stop all marketing" switch follows: on once the last offer is off, off again with the first one on.
+    stopped = _marketing_stopped(_marketing_group(_groups(recipient)))
+    return _saved(request, token, marketing_switch=True, marketing_stopped=stopped)
+
+
+@require_POST
+@preference_page
+def marketing(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse:
+    """Stop all marketing (``stopped`` present) on every channel, or turn it all back on; other kinds stay."""
+    actions.set_marketing(recipient, enabled="stopped" not in request.POST)
+    return _saved(request, token, marketing_group=_marketing_group(_groups(recipient)))
 
 
 def _parse_time(value: str) -> time | None:

@@ -16,6 +16,7 @@ urlpatterns = [
     # End users, by signed link (backend/notifications/links.py): the preference center and unsubscribe.
     path("preferences/<str:token>", preferences.page, name="preferences"),
     path("preferences/<str:token>/channel", preferences.channel, name="preferences-channel"),
+    path("preferences/<str:token>/marketing", preferences.marketing, name="preferences-marketing"),
     path("preferences/<str:token>/quiet-hours", preferences.quiet_hours, name="preferences-quiet-hours"),
     path("preferences/<str:token>/time-zone", preferences.time_zone, name="preferences-time-zone"),
     path("preferences/<str:token>/language", preferences.language, name="preferences-language"),

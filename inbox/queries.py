@@ -15,6 +15,8 @@ from inbox.models import InboxMessage
 
 PAGE_SIZE = 20  # messages in a page when the client names no limit
 MAX_PAGE = 100  # the most one request or one sync reply returns
+# The inbox page's filters: its messages not archived (the inbox), the unread ones of those, the archived ones.
+FILTERS = ("all", "unread", "archived")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,16 @@ def latest(recipient: int, limit: int = PAGE_SIZE, before: int | None = None) ->
         rows = rows.filter(id__lt=before)
     found = list(rows.order_by("-id")[: limit + 1])
     return Page(messages=found[:limit][::-1], more=len(found) > limit)
+
+
+def shown(recipient: int, show: str, limit: int = PAGE_SIZE) -> list[InboxMessage]:
+    """The newest ``limit`` messages of one of the page's ``FILTERS``, newest first (one query, by id)."""
+    rows = InboxMessage.objects.filter(recipient_id=recipient)
+    if show == "archived":
+        rows = rows.filter(archived_at__isnull=False)
+    else:
+        rows = rows.filter(archived_at=None, **({"read_at": None} if show == "unread" else {}))
+    return list(rows.order_by("-id")[:limit])
 
 
 def after(recipient: int, after_id: int, limit: int = MAX_PAGE) -> Page:

@@ -5,6 +5,9 @@ returns the recipient; pages render in the recipient's language (``dir="rtl"``
 for ar, fa, he, ur) and time zone. Live updates come from ``widget.js``: on any
 inbox event it fires ``inboxchanged`` on ``<body>``, and the list re-renders
 itself from ``messages`` (one template renders a message, server side).
+``?show=unread`` / ``archived`` filter the list (default: every message not archived).
+Times are rendered as a date and time in the person's language and time zone, and
+``page.js`` rewrites them as the widget shows them ("3 minutes ago", ``Intl.RelativeTimeFormat``).
 """
 
 from contextlib import contextmanager
@@ -39,11 +42,17 @@ def _as(recipient: Recipient):
         yield
 
 
-def _list_context(link: str, recipient: Recipient) -> dict:
-    page = queries.latest(recipient.pk)
+def _show(request) -> str:
+    """The filter the request asks for; anything else is the default, every message not archived."""
+    show = request.GET.get("show", "")
+    return show if show in queries.FILTERS else "all"
+
+
+def _list_context(link: str, recipient: Recipient, show: str) -> dict:
     return {
         "link": link,
-        "messages": page.messages[::-1],  # newest first on screen
+        "show": show,
+        "messages": queries.shown(recipient.pk, show),  # newest first on screen
         "unread": queries.unread_count(recipient.pk),
         "last_id": queries.last_id(recipient.pk),
     }
@@ -73,7 +82,7 @@ def page(request, link: str):
     if problem is not None:
         return problem
     recipient = _person(link)
-    context = _list_context(link, recipient)
+    context = _list_context(link, recipient, _show(request))
     context["token"] = tokens.issue(recipient.user_id).value
     return _render(request, "inbox/page.html", recipient, context)
 
@@ -82,7 +91,7 @@ def page(request, link: str):
 def messages(request, link: str):
     """The list alone, for ``hx-get`` when the socket says something changed."""
     recipient = _person(link)
-    return _render(request, "inbox/_list.html", recipient, _list_context(link, recipient))
+    return _render(request, "inbox/_list.html", recipient, _list_context(link, recipient, _show(request)))
 
 
 def _after_change(request, link: str, recipient: Recipient, message) -> HttpResponse:
@@ -120,7 +129,7 @@ def read_all(request, link: str):
     actions.mark_all_read(recipient.user_id, int(through) if through.isascii() and through.isdigit() else None)
     if not request.htmx:
         return redirect("inbox:page", link=link)
-    return _render(request, "inbox/_list.html", recipient, _list_context(link, recipient))
+    return _render(request, "inbox/_list.html", recipient, _list_context(link, recipient, _show(request)))
 
 
 @require_POST

@@ -15,6 +15,7 @@ def test_openapi_schema_is_served_as_json_without_a_key(client, db):
     assert set(schema["paths"]) == {
         "/api/v1/notifications",
         "/api/v1/notifications/{id}",
+        "/api/v1/notifications/{id}/cancel",
         "/api/v1/users/{user_id}",
         "/api/v1/sms/segments",
         "/api/v1/users/{user_id}/inbox-token",

@@ -10,10 +10,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile, TemporaryUploaded
 
 from backend.body_limit import BodyLimit
 from backend.notifications.actions import upsert_recipient
+from backend.notifications.masking import mask_email, mask_phone
 from campaigns import csv_upload, segment_query
 from campaigns.models import Segment, SegmentMember
 from frontend.campaigns import uploads
-from frontend.campaigns.views import mask_email, mask_phone
 from tests.campaigns_setup import list_segment
 from tests.processes import Processes, worker_env
 from tests.test_body_limit import raw_post

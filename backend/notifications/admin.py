@@ -201,7 +201,7 @@ class ApiClientAdmin(ListedFiltersOnly, admin.ModelAdmin):
     list_display = ["name", "key_hint", "is_active", "created_at", "last_used_at"]
     list_filter = ["is_active"]
     search_fields = ["name"]
-    fields = ["name", "is_active", "key_hint", "created_at", "last_used_at"]
+    fields = ["name", "is_active", "reads_all_notifications", "key_hint", "created_at", "last_used_at"]
     readonly_fields = ["key_hint", "created_at", "last_used_at"]
 
     def save_model(self, request, obj, form, change):

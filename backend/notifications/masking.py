@@ -1,4 +1,6 @@
-"""Secret params (OTP codes): the kind declares them, and staff, logs and API reads see ``MASK`` instead.
+"""Contact data shown to people (``mask_phone``, ``mask_email``), and secret params.
+
+Secret params (OTP codes): the kind declares them, and staff, logs and API reads see ``MASK`` instead.
 
 A kind marks a param secret in its spec: ``{"code": {"example": "482913", "max_length": 8,
 "secret": true}}``. Besides the message the provider receives (for ``inapp`` that is the inbox

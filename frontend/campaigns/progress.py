@@ -31,10 +31,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Channel, Notification, State
 from campaigns import actions, ledger
 from campaigns.models import Campaign, Origin, ScheduleMode
-from frontend.campaigns.views import mask_email, mask_phone, spreadsheet_text
+from frontend.campaigns.views import spreadsheet_text
 from frontend.editor.views import _answer, staff_only
 
 VIEW = "campaigns.view_campaign"

@@ -7,6 +7,7 @@ from django.db import transaction
 
 from backend.notifications import locales
 from backend.notifications.models import (
+    Category,
     Device,
     Kind,
     Preference,
@@ -52,6 +53,20 @@ def set_preference(recipient: Recipient, kind: Kind, channel: str, enabled: bool
         recipient=recipient, kind=kind, channel=channel, defaults={"enabled": enabled}
     )
     return preference
+
+
+def set_marketing(recipient: Recipient, enabled: bool) -> int:
+    """Turn every marketing kind on every one of its channels on or off at once ("stop all marketing").
+
+    Each pair is set as ``set_preference`` sets one, in one transaction; security and transactional
+    kinds are left as they are. Returns the number of kind × channel pairs set. A marketing kind
+    added later starts on, as it does for everyone (its Preference rows do not exist yet).
+    """
+    pairs = [(kind, channel) for kind in Kind.objects.filter(category=Category.MARKETING) for channel in kind.channels]
+    with transaction.atomic():
+        for kind, channel in pairs:
+            set_preference(recipient, kind, channel, enabled)
+    return len(pairs)
 
 
 def update_preferences(recipient: Recipient, data: dict[str, Any], kinds: dict[str, Kind]) -> None:

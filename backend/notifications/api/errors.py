@@ -117,15 +117,6 @@ def api_not_found(request, *args, **kwargs):
     return JsonResponse({"error": "not_found", "message": f"No such resource: {request.path}"}, status=404)
 
 
-def json_not_found(request, exception=None):
-    """404 for unknown URLs: JSON under /api/, Django's page elsewhere."""
-    if request.path.startswith("/api/"):
-        return api_not_found(request)
-    from django.views.defaults import page_not_found
-
-    return page_not_found(request, exception)
-
-
 def json_bad_request(request, exception=None):
     """400 (Django's own: a bad Host, an oversized or malformed request): JSON under /api/."""
     if request.path.startswith("/api/"):

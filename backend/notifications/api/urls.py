@@ -1,11 +1,12 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerSplitView
 
-from backend.notifications.api import preferences, sms, user_settings, views
+from backend.notifications.api import listing, preferences, sms, user_settings, views
 
 urlpatterns = [
-    path("notifications", views.NotificationCreateView.as_view(), name="notification-create"),
+    path("notifications", listing.NotificationsView.as_view(), name="notification-create"),
     path("notifications/<uuid:pk>", views.NotificationDetailView.as_view(), name="notification-detail"),
+    path("notifications/<uuid:pk>/cancel", listing.NotificationCancelView.as_view(), name="notification-cancel"),
     path("users/<str:user_id>", views.RecipientView.as_view(), name="user"),
     path("users/<str:user_id>/preferences", user_settings.PreferencesView.as_view(), name="user-preferences"),
     path("users/<str:user_id>/devices", user_settings.DevicesView.as_view(), name="user-devices"),

@@ -24,6 +24,11 @@ class ApiClient(models.Model):
         max_length=12, editable=False, help_text="First characters of the key, to recognise it."
     )
     is_active = models.BooleanField(default=True)
+    reads_all_notifications = models.BooleanField(
+        default=False,
+        help_text="May list every client's notifications (GET /api/v1/notifications), not only its own: for a "
+        "support or audit service.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
 

@@ -13,7 +13,7 @@
   }
 
   function flipBack(form) {
-    var input = form && form.classList.contains("p-toggle") ? form.querySelector("input[role=switch]") : null;
+    var input = form && form.matches(".p-toggle, .p-stop") ? form.querySelector("input[role=switch]") : null;
     if (input) input.checked = !input.checked;
   }
 

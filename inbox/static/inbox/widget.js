@@ -499,7 +499,10 @@
     }
   }
 
-  window.NotifyInbox = { connect: connect, mount: mount, InboxClient: InboxClient, clients: clients, backoffDelay: backoffDelay };
+  window.NotifyInbox = {
+    connect: connect, mount: mount, InboxClient: InboxClient, clients: clients, backoffDelay: backoffDelay,
+    relativeTime: relativeTime, // "3 minutes ago" in a language: the inbox page shows its times with it too
+  };
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", autoMount);
   else autoMount();
 })();

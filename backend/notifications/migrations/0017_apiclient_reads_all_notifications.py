@@ -1,0 +1,21 @@
+"""An API client may be allowed to list every client's notifications (GET /api/v1/notifications)."""
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("notifications", "0012_kind_marketing_allows_opt_out"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="apiclient",
+            name="reads_all_notifications",
+            field=models.BooleanField(
+                default=False,
+                help_text="May list every client's notifications (GET /api/v1/notifications), not only its own: "
+                "for a support or audit service.",
+            ),
+        ),
+    ]
