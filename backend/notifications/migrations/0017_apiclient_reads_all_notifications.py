@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("notifications", "0012_kind_marketing_allows_opt_out"),
+        ("notifications", "0016_template_review_history_and_staff_contact"),
     ]
 
     operations = [

@@ -35,6 +35,6 @@ def _collate(collation: str):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("notifications", "0016_template_review_history_and_staff_contact")]
+    dependencies = [("notifications", "0017_apiclient_reads_all_notifications")]
 
     operations = [migrations.RunPython(_collate("C"), _collate("default"))]
