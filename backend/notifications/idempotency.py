@@ -49,15 +49,31 @@ def same_request(stored_hash: str, payload: dict[str, Any]) -> bool:
     return any(hmac.compare_digest(stored_hash, candidate) for candidate in candidates)
 
 
+def _cache_key(scope: str, key: str) -> str:
+    # Hashed so that any caller-chosen key (spaces, unicode, 255 chars) is a safe cache key.
+    return "idem:" + hashlib.sha256(f"{scope}\n{key}".encode()).hexdigest()
+
+
+def mark_seen(scope: str, keys: list[str]) -> None:
+    """Record ``keys`` as seen in ``scope`` in one pipeline, so a later single send looks for their originals.
+
+    For keys stored without ``first_sighting`` (the batch endpoint reads its originals from the
+    database). Best effort: without Redis nothing is marked, and the UNIQUE index still decides.
+    """
+    try:
+        with guard("idempotency fast path"):
+            cache.set_many({_cache_key(scope, key): 1 for key in keys}, timeout=settings.NOTIFY["IDEMPOTENCY_TTL"])
+    except RedisUnavailable:
+        return
+
+
 def first_sighting(scope: str, key: str) -> bool:
     """True when ``key`` was certainly not seen in ``scope`` in the last TTL; False when it may have been.
 
     False too when Redis is unreachable (fails towards the PostgreSQL lookup, never towards a duplicate).
     """
-    # Hashed so that any caller-chosen key (spaces, unicode, 255 chars) is a safe cache key.
-    digest = hashlib.sha256(f"{scope}\n{key}".encode()).hexdigest()
     try:
         with guard("idempotency fast path"):
-            return cache.add(f"idem:{digest}", 1, timeout=settings.NOTIFY["IDEMPOTENCY_TTL"])
+            return cache.add(_cache_key(scope, key), 1, timeout=settings.NOTIFY["IDEMPOTENCY_TTL"])
     except RedisUnavailable:
         return False

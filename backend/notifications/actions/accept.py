@@ -1,5 +1,6 @@
 """Acceptance: a send request becomes a stored notification (or the original, for a duplicate)."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -94,18 +95,21 @@ def _original(request: SendRequest, scope: str) -> Notification | None:
     return original
 
 
-def _lookup(request: SendRequest) -> tuple[Kind, Recipient]:
-    kind = Kind.objects.filter(name=request.kind).first()
+def known(request: SendRequest, kind: Kind | None, recipient: Recipient | None) -> tuple[Kind, Recipient]:
+    """``(kind, recipient)`` as looked up for ``request``; ``AcceptError`` naming the one that does not exist."""
     if kind is None:
         raise AcceptError("kind", f"unknown kind {request.kind!r}")
-    recipient = Recipient.objects.filter(user_id=request.user_id).first()
     if recipient is None:
         raise AcceptError(
             "user_id", f"unknown user {request.user_id!r}: create it first with PUT /api/v1/users/{{user_id}}"
         )
-    if request.channel and provider_for_channel(request.channel) is None:
-        raise AcceptError("channel", f"no provider is configured for channel {request.channel!r}")
     return kind, recipient
+
+
+def _lookup(request: SendRequest) -> tuple[Kind, Recipient]:
+    kind = Kind.objects.filter(name=request.kind).first()
+    recipient = kind and Recipient.objects.filter(user_id=request.user_id).first()
+    return known(request, kind, recipient)
 
 
 def _check_declared_lengths(kind: Kind, params: dict) -> None:
@@ -117,13 +121,19 @@ def _check_declared_lengths(kind: Kind, params: dict) -> None:
 
 
 def _render_check(
-    kind: Kind, recipient: Recipient, channel: str, params: dict, required: bool
+    kind: Kind,
+    recipient: Recipient,
+    channel: str,
+    params: dict,
+    required: bool,
+    version_for: Callable[[Kind, str, str], TemplateVersion | None] = rendering.select_version,
 ) -> tuple[TemplateVersion | None, str]:
     """The template version to send and its preview, secret params masked; raises AcceptError when it cannot render.
 
     ``required`` False (a suppressed notification) tolerates a missing template but still checks params.
+    ``version_for(kind, channel, language)`` picks the version (a batch passes one that remembers).
     """
-    version = rendering.select_version(kind, channel, recipient.language)
+    version = version_for(kind, channel, recipient.language)
     if version is None:
         if not required:
             return None, ""
@@ -133,7 +143,8 @@ def _render_check(
             f"{kind.default_language!r}",
         )
     try:
-        rendered = rendering.render(version, params)
+        # The email document (sanitized HTML) is built at delivery; here only what can fail and the preview.
+        rendered = rendering.render(version, params, document=False)
     except rendering.RenderError as exc:
         if exc.caused_by_params:
             raise AcceptError("params", str(exc)) from exc
@@ -142,6 +153,60 @@ def _render_check(
             "kind", f"the approved template {version} cannot be rendered ({exc}); ask the template editors to fix it"
         ) from exc
     return version, masking.masked_preview(version, kind, params, rendered)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A send request checked and decided, not yet stored: the unsaved row and what goes with it.
+
+    ``history_reason`` is the reason of its first StateChange; ``digest_at`` is set when it folds into a digest.
+    """
+
+    notification: Notification
+    history_reason: str
+    digest_at: datetime | None
+
+
+def prepare(
+    request: SendRequest,
+    client: ApiClient | None,
+    kind: Kind,
+    recipient: Recipient,
+    now: datetime,
+    facts: policy.Facts | None = None,
+    version_for: Callable[[Kind, str, str], TemplateVersion | None] = rendering.select_version,
+) -> Prepared:
+    """Run the pre-queue checks on one request (lengths, route, rendering, policy) and build its row, unsaved.
+
+    The one path of the single and the batch send. Raises ``AcceptError`` and ``policy.LimitUnavailable``.
+    """
+    if request.channel and provider_for_channel(request.channel) is None:
+        raise AcceptError("channel", f"no provider is configured for channel {request.channel!r}")
+    _check_declared_lengths(kind, request.params)
+    routed = policy.route(kind, recipient, request.channel, facts)
+    version, preview = _render_check(kind, recipient, routed.channel, request.params, not routed.reason, version_for)
+    priority = request.priority or kind.priority
+    decision = policy.decide(kind, recipient, routed, priority, request.send_at, now, facts)
+    history_reason = decision.reason or (f"fallback: {'; '.join(routed.skipped)}" if routed.skipped else "")
+    notification = Notification(
+        idempotency_key=request.idempotency_key,
+        idempotency_scope=scope_of(client),
+        request_hash=request.hash,
+        client=client,
+        recipient=recipient,
+        kind=kind,
+        channel=routed.channel,
+        priority=priority,
+        # A suppressed notification is never rendered again: its secret params need not be kept.
+        params=masking.masked_params(kind, request.params) if decision.state == State.SUPPRESSED else request.params,
+        send_at=decision.send_at or request.send_at,
+        state=decision.state,
+        reason=decision.reason,
+        template_version=version,
+        preview=preview,
+        queued_at=now if decision.state == State.QUEUED else None,
+    )
+    return Prepared(notification, history_reason[:64], decision.digest_at)
 
 
 def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
@@ -162,39 +227,15 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         if original is not None:
             return Accepted(original, duplicate=True)
     kind, recipient = _lookup(request)
-    _check_declared_lengths(kind, request.params)
-    routed = policy.route(kind, recipient, request.channel)
-    version, preview = _render_check(kind, recipient, routed.channel, request.params, required=not routed.reason)
-    now = timezone.now()
-    priority = request.priority or kind.priority
-    decision = policy.decide(kind, recipient, routed, priority, request.send_at, now)
-    history_reason = decision.reason or (f"fallback: {'; '.join(routed.skipped)}" if routed.skipped else "")
+    prepared = prepare(request, client, kind, recipient, timezone.now())
+    notification = prepared.notification
     try:
         with transaction.atomic():
-            notification = Notification.objects.create(
-                idempotency_key=request.idempotency_key,
-                idempotency_scope=scope,
-                request_hash=request.hash,
-                client=client,
-                recipient=recipient,
-                kind=kind,
-                channel=routed.channel,
-                priority=priority,
-                # A suppressed notification is never rendered again: its secret params need not be kept.
-                params=masking.masked_params(kind, request.params)
-                if decision.state == State.SUPPRESSED
-                else request.params,
-                send_at=decision.send_at or request.send_at,
-                state=decision.state,
-                reason=decision.reason,
-                template_version=version,
-                preview=preview,
-                queued_at=now if decision.state == State.QUEUED else None,
-            )
-            change = record_state_change(notification, "", decision.state, history_reason[:64])
-            if decision.digest_at is not None:
-                _fold_into_digest(notification, decision.digest_at)
-            if decision.state == State.QUEUED:
+            notification.save(force_insert=True)
+            change = record_state_change(notification, "", notification.state, prepared.history_reason)
+            if prepared.digest_at is not None:
+                fold_into_digest(notification, prepared.digest_at)
+            if notification.state == State.QUEUED:
                 enqueue_on_commit(notification)
     except IntegrityError:
         original = _original(request, scope)
@@ -209,7 +250,7 @@ def digest_content(items: list[str]) -> dict[str, Any]:
     return {"params": {"items": items, "count": len(items)}, "preview": f"{len(items)}: {' · '.join(items)}"[:200]}
 
 
-def _fold_into_digest(notification: Notification, at: datetime) -> None:
+def fold_into_digest(notification: Notification, at: datetime) -> None:
     """Add a rate-limited notification to the user's digest going out at ``at`` (created on first use).
 
     Without a ``digest`` kind and a template for the channel, it stays plainly rate-limited.

@@ -1,10 +1,11 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerSplitView
 
-from backend.notifications.api import preferences, sms, user_settings, views
+from backend.notifications.api import batch, preferences, sms, user_settings, views
 
 urlpatterns = [
     path("notifications", views.NotificationCreateView.as_view(), name="notification-create"),
+    path("notifications/batch", batch.NotificationBatchView.as_view(), name="notification-batch"),
     path("notifications/<uuid:pk>", views.NotificationDetailView.as_view(), name="notification-detail"),
     path("users/<str:user_id>", views.RecipientView.as_view(), name="user"),
     path("users/<str:user_id>/preferences", user_settings.PreferencesView.as_view(), name="user-preferences"),
