@@ -247,13 +247,17 @@ def select_version(kind: Kind, channel: Channel | str, language: str) -> Templat
 
     Returns None when neither exists (the caller answers 422).
     """
+    languages = list(dict.fromkeys([language, kind.default_language]))
     approved = TemplateVersion.objects.filter(
-        kind=kind, channel=channel, status=TemplateVersion.Status.APPROVED
+        kind=kind, channel=channel, status=TemplateVersion.Status.APPROVED, language__in=languages
     ).order_by("-version")
-    for lang in dict.fromkeys([language, kind.default_language]):
-        version = approved.filter(language=lang).first()
-        if version is not None:
-            return version
+    newest: dict[str, TemplateVersion] = {}
+    for version in approved:  # one query for both languages
+        newest.setdefault(version.language, version)
+    for lang in languages:
+        if lang in newest:
+            newest[lang].kind = kind  # its name is in the answer (str(version)): not read again
+            return newest[lang]
     return None
 
 
