@@ -245,3 +245,12 @@ def test_the_embedded_default_sqlite_takes_a_batch(tmp_path):
         [*manage, "shell", "-c", EMBEDDED], cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True
     )
     assert json.loads(done.stdout.split("RESULT", 1)[1]) == [300, 300, 300]
+
+
+def test_the_rate_limits_count_a_batch_as_they_count_single_sends(api, settings):
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 3}}}
+    items = [shipped("u-en-1", n) for n in range(5)]
+    results = post_batch(api, items).json()["results"]
+    assert [(r["body"]["state"], r["body"]["reason"]) for r in results] == [("queued", "")] * 3 + [
+        ("suppressed", "rate-limited")
+    ] * 2

@@ -264,8 +264,10 @@ def campaign_events(kind: Kind, recipient: Recipient, since: float) -> list[floa
     return [at.timestamp() for at in made.order_by("created_at").values_list("created_at", flat=True)]
 
 
-def _rate_verdict(kind: Kind, recipient: Recipient, now: float, facts: Facts | None = None) -> rate_limits.Verdict:
-    """The user's rate limits for the kind's category; fails OPEN (allowed) without Redis.
+def _rate_plan(
+    kind: Kind, recipient: Recipient, now: float, facts: Facts | None
+) -> rate_limits.Verdict | list[rate_limits.Window]:
+    """The user's rate-limit verdict when it is known without Redis, else the windows (with their room) to hit.
 
     Each window's room is its limit less the recipient's campaign notifications in it
     (``campaign_events``, or ``facts.campaign_events``); a window they fill refuses without asking Redis.
@@ -281,10 +283,64 @@ def _rate_verdict(kind: Kind, recipient: Recipient, now: float, facts: Facts | N
         if window.limit > 0 and len(inside) >= window.limit:
             return rate_limits.Verdict(False, window, inside[0] + window.seconds)
         left.append(rate_limits.Window(window.key, window.seconds, window.limit - len(inside)))
+    return left
+
+
+def _rate_verdict(kind: Kind, recipient: Recipient, now: float, facts: Facts | None = None) -> rate_limits.Verdict:
+    """The user's rate limits for the kind's category (``_rate_plan``); fails OPEN (allowed) without Redis."""
+    plan = _rate_plan(kind, recipient, now, facts)
+    if isinstance(plan, rate_limits.Verdict):
+        return plan
     try:
-        return rate_limits.hit(left, now)
+        return rate_limits.hit(plan, now)
     except RedisUnavailable:
         return rate_limits.Verdict(True)
+
+
+def _rate_limited(kind: Kind, route_: Route, priority: str) -> bool:
+    """Whether ``decide`` counts this notification against the user's rate limits."""
+    return not route_.reason and not kind.bypasses_user_policy and priority == Priority.STANDARD
+
+
+@dataclass(frozen=True)
+class Case:
+    """One notification to ``decide``, as ``decide_many`` takes them."""
+
+    kind: Kind
+    recipient: Recipient
+    route: Route
+    priority: str
+    send_at: datetime | None
+    facts: Facts | None = None
+
+
+def decide_many(cases: list[Case], now: datetime) -> list[Decision | LimitUnavailable]:
+    """``decide`` for each case, in order, with every user rate-limit hit in one Redis pipeline.
+
+    The same verdicts as ``decide`` called case by case (``rate_limits.hit_many``); fails OPEN
+    without Redis as ``decide`` does. An OTP whose limit cannot be checked gets its
+    ``LimitUnavailable`` in its place; the others are decided.
+    """
+    epoch = now.timestamp()
+    plans = [
+        _rate_plan(c.kind, c.recipient, epoch, c.facts) if _rate_limited(c.kind, c.route, c.priority) else None
+        for c in cases
+    ]
+    windows = [plan for plan in plans if isinstance(plan, list)]
+    try:
+        hits = iter(rate_limits.hit_many(windows, epoch))
+    except RedisUnavailable:
+        hits = iter([rate_limits.Verdict(True)] * len(windows))
+    out: list[Decision | LimitUnavailable] = []
+    for case, plan in zip(cases, plans, strict=True):
+        verdict = next(hits) if isinstance(plan, list) else plan
+        try:
+            out.append(
+                decide(case.kind, case.recipient, case.route, case.priority, case.send_at, now, case.facts, verdict)
+            )
+        except LimitUnavailable as exc:
+            out.append(exc)
+    return out
 
 
 def decide(
@@ -295,11 +351,13 @@ def decide(
     send_at: datetime | None,
     now: datetime,
     facts: Facts | None = None,
+    verdict: rate_limits.Verdict | None = None,
 ) -> Decision:
     """Apply opted-out → otp-limit → quiet-hours → rate-limited, in that order (DESIGN.md §2).
 
     Raises ``LimitUnavailable`` when an OTP's per-phone limit cannot be checked. ``facts``, when
-    given, replace the campaign-events query (``facts_for``).
+    given, replace the campaign-events query (``facts_for``); ``verdict``, when given, is the user's
+    rate-limit verdict already counted (``decide_many``).
     """
     if route_.reason:
         return Decision(State.SUPPRESSED, route_.reason)
@@ -315,7 +373,7 @@ def decide(
         end = quiet_hours.quiet_hours_end(
             due, recipient.time_zone, recipient.quiet_hours_start, recipient.quiet_hours_end
         )
-        verdict = _rate_verdict(kind, recipient, epoch, facts)
+        verdict = verdict if verdict is not None else _rate_verdict(kind, recipient, epoch, facts)
         if not verdict.allowed:
             return _over_limit(kind, recipient, verdict, now)
         if end is not None:

@@ -167,26 +167,46 @@ class Prepared:
     digest_at: datetime | None
 
 
-def prepare(
+@dataclass(frozen=True)
+class Checked:
+    """What the checks before the policy found: the route, the template version and its preview, the tier."""
+
+    route: policy.Route
+    version: TemplateVersion | None
+    preview: str
+    priority: str
+
+
+def check(
     request: SendRequest,
-    client: ApiClient | None,
     kind: Kind,
     recipient: Recipient,
-    now: datetime,
     facts: policy.Facts | None = None,
     version_for: Callable[[Kind, str, str], TemplateVersion | None] = rendering.select_version,
-) -> Prepared:
-    """Run the pre-queue checks on one request (lengths, route, rendering, policy) and build its row, unsaved.
+) -> Checked:
+    """The checks of one request before the policy decides: channel, declared lengths, route, rendering.
 
-    The one path of the single and the batch send. Raises ``AcceptError`` and ``policy.LimitUnavailable``.
+    Raises ``AcceptError``. ``facts`` and ``version_for`` let a batch load what they read once.
     """
     if request.channel and provider_for_channel(request.channel) is None:
         raise AcceptError("channel", f"no provider is configured for channel {request.channel!r}")
     _check_declared_lengths(kind, request.params)
     routed = policy.route(kind, recipient, request.channel, facts)
     version, preview = _render_check(kind, recipient, routed.channel, request.params, not routed.reason, version_for)
-    priority = request.priority or kind.priority
-    decision = policy.decide(kind, recipient, routed, priority, request.send_at, now, facts)
+    return Checked(routed, version, preview, request.priority or kind.priority)
+
+
+def build(
+    request: SendRequest,
+    client: ApiClient | None,
+    kind: Kind,
+    recipient: Recipient,
+    checked: Checked,
+    decision: policy.Decision,
+    now: datetime,
+) -> Prepared:
+    """The unsaved row of a checked and decided request. The one shape of the single and the batch send."""
+    routed = checked.route
     history_reason = decision.reason or (f"fallback: {'; '.join(routed.skipped)}" if routed.skipped else "")
     notification = Notification(
         idempotency_key=request.idempotency_key,
@@ -196,14 +216,14 @@ def prepare(
         recipient=recipient,
         kind=kind,
         channel=routed.channel,
-        priority=priority,
+        priority=checked.priority,
         # A suppressed notification is never rendered again: its secret params need not be kept.
         params=masking.masked_params(kind, request.params) if decision.state == State.SUPPRESSED else request.params,
         send_at=decision.send_at or request.send_at,
         state=decision.state,
         reason=decision.reason,
-        template_version=version,
-        preview=preview,
+        template_version=checked.version,
+        preview=checked.preview,
         queued_at=now if decision.state == State.QUEUED else None,
     )
     return Prepared(notification, history_reason[:64], decision.digest_at)
@@ -227,7 +247,10 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         if original is not None:
             return Accepted(original, duplicate=True)
     kind, recipient = _lookup(request)
-    prepared = prepare(request, client, kind, recipient, timezone.now())
+    checked = check(request, kind, recipient)
+    now = timezone.now()
+    decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now)
+    prepared = build(request, client, kind, recipient, checked, decision, now)
     notification = prepared.notification
     try:
         with transaction.atomic():

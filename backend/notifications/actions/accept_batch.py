@@ -17,23 +17,27 @@ UNIQUE violation. Rows are inserted in key order so that two batches sharing key
 same order and cannot deadlock.
 """
 
+import json
 import logging
 import uuid
 from collections.abc import Callable, Sequence
 
 from django.db import connection, transaction
+from django.db.models import JSONField
 from django.utils import timezone
 
 from backend.notifications import idempotency, policy, rendering
 from backend.notifications.actions.accept import (
     Accepted,
     AcceptError,
+    Checked,
     IdempotencyConflict,
     Prepared,
     SendRequest,
+    build,
+    check,
     fold_into_digest,
     known,
-    prepare,
     scope_of,
 )
 from backend.notifications.delivery.shared_state import RedisUnavailable
@@ -161,7 +165,10 @@ def _settled(
 
 
 def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> list[Prepared | Exception]:
-    """``accept.prepare`` for each request, with every lookup it needs loaded set-based beforehand."""
+    """``accept``'s checks, policy and row for each request, with every lookup loaded set-based beforehand.
+
+    The policy decides them together (``policy.decide_many``: one Redis pipeline for the rate limits).
+    """
     kinds = {kind.name: kind for kind in Kind.objects.filter(name__in={r.kind for r in requests})}
     recipients = {r.user_id: r for r in Recipient.objects.filter(user_id__in={r.user_id for r in requests})}
     now = timezone.now()
@@ -173,17 +180,27 @@ def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> list[
             found.append(exc)
     facts = policy.facts_for([pair for pair in found if isinstance(pair, tuple)], now)
     version_for = _remembering(rendering.select_version)
-    out: list[Prepared | Exception] = []
-    for request, pair in zip(requests, found, strict=True):
+    out: list[Prepared | Exception | None] = [pair if isinstance(pair, AcceptError) else None for pair in found]
+    cases: list[tuple[int, policy.Case, Checked]] = []
+    for i, (request, pair) in enumerate(zip(requests, found, strict=True)):
         if isinstance(pair, AcceptError):
-            out.append(pair)
             continue
         kind, recipient = pair
+        known_facts = facts[recipient.pk, kind.pk]
         try:
-            out.append(prepare(request, client, kind, recipient, now, facts[recipient.pk, kind.pk], version_for))
-        except (AcceptError, policy.LimitUnavailable) as exc:
-            out.append(exc)
-    return out
+            checked = check(request, kind, recipient, known_facts, version_for)
+        except AcceptError as exc:
+            out[i] = exc
+            continue
+        case = policy.Case(kind, recipient, checked.route, checked.priority, request.send_at, known_facts)
+        cases.append((i, case, checked))
+    decisions = policy.decide_many([case for _, case, _ in cases], now)
+    for (i, case, checked), decision in zip(cases, decisions, strict=True):
+        if isinstance(decision, policy.LimitUnavailable):
+            out[i] = decision
+        else:
+            out[i] = build(requests[i], client, case.kind, case.recipient, checked, decision, now)
+    return out  # type: ignore[return-value]  # every slot is filled above
 
 
 def _remembering(
@@ -204,8 +221,10 @@ def _remembering(
 def _insert_new(rows: list[Notification]) -> set[uuid.UUID]:
     """Insert ``rows``, skipping each whose key is already taken; the ids of those inserted.
 
-    ``INSERT … ON CONFLICT … DO NOTHING RETURNING id`` (PostgreSQL, and SQLite ≥ 3.35). PostgreSQL
-    takes the whole batch in one statement; SQLite's bound-parameter limit cuts it into chunks.
+    ``INSERT … ON CONFLICT … DO NOTHING RETURNING id``. PostgreSQL takes the whole batch in one
+    statement whose columns arrive as arrays (``unnest``: one parameter per column, where a VALUES
+    list of 1,000 rows would bind 29,000 that the driver parses one by one); SQLite (≥ 3.35) takes
+    rows of a VALUES list, in chunks of its bound-parameter limit.
     """
     if not rows:
         return set()
@@ -213,30 +232,52 @@ def _insert_new(rows: list[Notification]) -> set[uuid.UUID]:
     meta = Notification._meta
     fields = list(meta.concrete_fields)
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(field.column) for field in fields)
-    conflict = f"{quote(meta.get_field('idempotency_scope').column)}, {quote(meta.get_field('idempotency_key').column)}"
-    placeholder = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    inserted: set[uuid.UUID] = set()
-    size = connection.ops.bulk_batch_size(fields, rows)
+    insert = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in fields)})"
+    conflict = (
+        f"ON CONFLICT ({quote(meta.get_field('idempotency_scope').column)}, "
+        f"{quote(meta.get_field('idempotency_key').column)}) DO NOTHING RETURNING {quote(meta.pk.column)}"
+    )
+    values = [[field.pre_save(row, add=True) for field in fields] for row in rows]
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), size):
-            chunk = rows[start : start + size]
-            params = [_db_value(field, row) for row in chunk for field in fields]
-            cursor.execute(
-                f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES {', '.join([placeholder] * len(chunk))} "
-                f"ON CONFLICT ({conflict}) DO NOTHING RETURNING {quote(meta.pk.column)}",
-                params,
-            )
-            inserted.update(uuid.UUID(str(value)) for (value,) in cursor.fetchall())
+        if connection.vendor == "postgresql":
+            columns = ", ".join(f"%s::{field.db_type(connection)}[]" for field in fields)
+            arrays = [[_array_item(field, row[n]) for row in values] for n, field in enumerate(fields)]
+            cursor.execute(f"{insert} SELECT * FROM unnest({columns}) {conflict}", arrays)
+            returned = cursor.fetchall()
+        else:
+            returned = _insert_in_chunks(cursor, insert, conflict, fields, values)
+    inserted = {uuid.UUID(str(value)) for (value,) in returned}
     for row in rows:
         if row.pk in inserted:
             row._state.adding, row._state.db = False, connection.alias
     return inserted
 
 
-def _db_value(field, row: Notification):
-    """What Django's own INSERT would bind for ``field`` of ``row`` (``auto_now`` times set as on save)."""
-    return field.get_db_prep_save(field.pre_save(row, add=True), connection=connection)
+def _array_item(field, value):
+    """``value`` of ``field`` as an element of a PostgreSQL array parameter (JSON as text, cast to jsonb).
+
+    The other columns' values (ids, text, aware datetimes, numbers) are what psycopg adapts as they are.
+    """
+    if isinstance(field, JSONField):
+        return None if value is None else json.dumps(value, cls=field.encoder)
+    return value
+
+
+def _insert_in_chunks(cursor, insert: str, conflict: str, fields: list, values: list[list]) -> list[tuple]:
+    """SQLite: the rows as VALUES lists, as many per statement as its bound-parameter limit allows."""
+    placeholder = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    size = connection.ops.bulk_batch_size(fields, values)
+    returned = []
+    for start in range(0, len(values), size):
+        chunk = values[start : start + size]
+        params = [
+            field.get_db_prep_save(value, connection=connection)
+            for row in chunk
+            for field, value in zip(fields, row, strict=True)
+        ]
+        cursor.execute(f"{insert} VALUES {', '.join([placeholder] * len(chunk))} {conflict}", params)
+        returned += cursor.fetchall()
+    return returned
 
 
 def _record_acceptance(rows: list[Prepared]) -> dict[uuid.UUID, StateChange]:

@@ -3,7 +3,7 @@
 import copy
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -44,18 +44,21 @@ def batch_items(request: Request) -> list:
     return items
 
 
-def _read(item: object) -> actions.SendRequest | Result:
-    """One item as a ``SendRequest``, or the 422 the single send would answer for it."""
+def _read(item: object, reader: BatchItemSerializer) -> actions.SendRequest | Result:
+    """One item as a ``SendRequest``, or the 422 the single send would answer for it.
+
+    ``reader`` validates every item of the batch: DRF builds a serializer's fields per instance.
+    """
     if not isinstance(item, dict):
         return 422, invalid_body({"body": ["Each item must be a JSON object: a send with its idempotency_key."]})
     problem = text_problem_at(item, "")
     if problem:
         where, message = problem
         return 422, invalid_body({where.split(".", 1)[0] or "body": [f"{where}: {message}" if where else message]})
-    serializer = BatchItemSerializer(data=item)
-    if not serializer.is_valid():
-        return 422, invalid_body(flatten(serializer.errors))
-    fields = dict(serializer.validated_data)
+    try:
+        fields = dict(reader.run_validation(item))
+    except ValidationError as exc:
+        return 422, invalid_body(flatten(exc.detail))
     key = fields.pop("idempotency_key").strip()
     problem = key_problem(key, "idempotency_key")
     if problem:
@@ -63,20 +66,32 @@ def _read(item: object) -> actions.SendRequest | Result:
     return actions.SendRequest(idempotency_key=key, **fields)
 
 
-def _answer(accepted: actions.Accepted) -> dict:
-    """The single send's body for an accepted item: the new notification as accepted, or the original."""
+def _answers(outcomes: list[Outcome]) -> list[Result]:
+    """What the single send answers for each outcome: 202, 200, 422 or 503, with its body.
+
+    The accepted ones are serialized together (``many=True``): one set of serializer fields for all.
+    """
+    accepted = [outcome for outcome in outcomes if isinstance(outcome, actions.Accepted)]
+    bodies = iter(AcceptedSerializer([_as_answered(outcome) for outcome in accepted], many=True).data)
+    return [
+        ((200 if outcome.duplicate else 202), next(bodies))
+        if isinstance(outcome, actions.Accepted)
+        else _refusal(outcome)
+        for outcome in outcomes
+    ]
+
+
+def _as_answered(accepted: actions.Accepted) -> Notification:
+    """The notification as the single send answers it: a new one as accepted, a duplicate's original as read."""
     notification: Notification = copy.copy(accepted.notification)
     if accepted.history or not accepted.duplicate:
         # What prefetch_related would load, taken from the moment of acceptance (views.answer_for).
         notification._prefetched_objects_cache = {"state_changes": list(accepted.history), "attempts": []}
     notification.duplicate = accepted.duplicate
-    return AcceptedSerializer(notification).data
+    return notification
 
 
-def _result(outcome: Outcome) -> Result:
-    """What the single send answers for ``outcome``: 202, 200, 422 or 503, with its body."""
-    if isinstance(outcome, actions.Accepted):
-        return (200 if outcome.duplicate else 202), _answer(outcome)
+def _refusal(outcome: Outcome) -> Result:
     if isinstance(outcome, actions.AcceptError):
         return 422, invalid_body({outcome.field: [outcome.message]})
     if isinstance(outcome, actions.IdempotencyConflict):
@@ -111,15 +126,16 @@ class NotificationBatchView(APIView):
         """
         results: list[Result | None] = []
         sends: list[actions.SendRequest] = []
+        reader = BatchItemSerializer()
         for item in batch_items(request):
-            read = _read(item)
+            read = _read(item, reader)
             if isinstance(read, actions.SendRequest):
                 sends.append(read)
                 results.append(None)
             else:
                 results.append(read)
-        outcomes = iter(actions.accept_batch(sends, client=request.auth) if sends else [])
-        answered = [result if result is not None else _result(next(outcomes)) for result in results]
+        answers = iter(_answers(actions.accept_batch(sends, client=request.auth)) if sends else [])
+        answered = [result if result is not None else next(answers) for result in results]
         counts = {202: 0, 200: 0}
         for status_code, _ in answered:
             counts[status_code] = counts.get(status_code, 0) + 1
