@@ -13,12 +13,11 @@ from backend.notifications.actions.accept_batch import Outcome
 from backend.notifications.api.errors import flatten, invalid_body
 from backend.notifications.api.parsers import BatchJSONParser, json_object, text_problem_at
 from backend.notifications.api.serializers import (
-    AcceptedSerializer,
     BatchItemSerializer,
     BatchRequestSerializer,
     BatchResponseSerializer,
 )
-from backend.notifications.api.views import key_problem
+from backend.notifications.api.views import accepted_body, key_problem
 from backend.notifications.models import Notification
 
 _ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
@@ -67,14 +66,9 @@ def _read(item: object, reader: BatchItemSerializer) -> actions.SendRequest | Re
 
 
 def _answers(outcomes: list[Outcome]) -> list[Result]:
-    """What the single send answers for each outcome: 202, 200, 422 or 503, with its body.
-
-    The accepted ones are serialized together (``many=True``): one set of serializer fields for all.
-    """
-    accepted = [outcome for outcome in outcomes if isinstance(outcome, actions.Accepted)]
-    bodies = iter(AcceptedSerializer([_as_answered(outcome) for outcome in accepted], many=True).data)
+    """What the single send answers for each outcome: 202, 200, 422 or 503, with its body."""
     return [
-        ((200 if outcome.duplicate else 202), next(bodies))
+        ((200 if outcome.duplicate else 202), accepted_body(_as_answered(outcome)))
         if isinstance(outcome, actions.Accepted)
         else _refusal(outcome)
         for outcome in outcomes
