@@ -85,7 +85,9 @@ def hit(windows: list[Window], now: float | None = None) -> Verdict:
     for window in windows:
         args += [window.seconds, window.limit]
     with guard("rate limit"):
-        refused, oldest = client.eval(_HIT, len(windows), *[w.key for w in windows], *args, uuid.uuid4().hex)
+        # EVALSHA: the script's text crosses the wire once per connection, not on every send.
+        script = client.register_script(_HIT)
+        refused, oldest = script(keys=[w.key for w in windows], args=[*args, uuid.uuid4().hex])
     if not refused:
         return Verdict(True)
     window = windows[int(refused) - 1]

@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from backend.notifications import idempotency, masking, policy, rendering
+from backend.notifications.actions.accept_rows import Prepared, insert_accepted
 from backend.notifications.actions.transitions import enqueue_on_commit, record_state_change
 from backend.notifications.models import (
     ApiClient,
@@ -156,18 +157,6 @@ def _render_check(
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """A send request checked and decided, not yet stored: the unsaved row and what goes with it.
-
-    ``history_reason`` is the reason of its first StateChange; ``digest_at`` is set when it folds into a digest.
-    """
-
-    notification: Notification
-    history_reason: str
-    digest_at: datetime | None
-
-
-@dataclass(frozen=True)
 class Checked:
     """What the checks before the policy found: the route, the template version and its preview, the tier."""
 
@@ -251,21 +240,36 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     now = timezone.now()
     decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now)
     prepared = build(request, client, kind, recipient, checked, decision, now)
+    change = _store(prepared) if prepared.digest_at is None else _store_with_digest(prepared)
+    if change is None:
+        # The UNIQUE index refused it: a concurrent request with this key won the race.
+        original = _original(request, scope)
+        if original is None:
+            raise IntegrityError(f"idempotency key {request.idempotency_key!r} taken, and no original found")
+        return Accepted(original, duplicate=True)
+    return Accepted(prepared.notification, duplicate=False, history=(change,))
+
+
+def _store(prepared: Prepared) -> StateChange | None:
+    """Insert the row and its first history row (one statement on PostgreSQL); None when its key is taken."""
+    notification = prepared.notification
+    change = insert_accepted([prepared]).get(notification.pk)
+    if change is not None and notification.state == State.QUEUED:
+        enqueue_on_commit(notification)
+    return change
+
+
+def _store_with_digest(prepared: Prepared) -> StateChange | None:
+    """``_store`` for a notification folded into a digest: the row, its history and the digest in one transaction."""
     notification = prepared.notification
     try:
         with transaction.atomic():
             notification.save(force_insert=True)
             change = record_state_change(notification, "", notification.state, prepared.history_reason)
-            if prepared.digest_at is not None:
-                fold_into_digest(notification, prepared.digest_at)
-            if notification.state == State.QUEUED:
-                enqueue_on_commit(notification)
+            fold_into_digest(notification, prepared.digest_at)
     except IntegrityError:
-        original = _original(request, scope)
-        if original is None:
-            raise
-        return Accepted(original, duplicate=True)
-    return Accepted(notification, duplicate=False, history=(change,))
+        return None
+    return change
 
 
 def digest_content(items: list[str]) -> dict[str, Any]:

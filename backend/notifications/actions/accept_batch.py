@@ -6,9 +6,9 @@ refused with its error) and one refused request never fails the others. The work
 - reads: the originals of every key (one query), the kinds and the recipients (one each), the
   policy's facts (``policy.facts_for``: three), each distinct (kind, channel, language)'s template
   version once; the checks of each request then run in memory (its Redis rate limits aside);
-- writes: one ``INSERT … ON CONFLICT (idempotency_scope, idempotency_key) DO NOTHING RETURNING id``
-  of every new row — on SQLite (the embedded default) the same statement in chunks of its
-  parameter limit — and one INSERT of their first StateChange rows, in one transaction;
+- writes: one ``INSERT … ON CONFLICT (idempotency_scope, idempotency_key) DO NOTHING RETURNING``
+  of every new row with their first StateChange rows (``accept_rows.insert_accepted``: one
+  statement on PostgreSQL; on SQLite, the embedded default, chunks of its parameter limit);
 - after commit: one ``tasks.enqueue_deliveries`` per tier present (one Redis pipeline each).
 
 A row the INSERT did not return lost a race to a concurrent request with the same key: its
@@ -17,13 +17,11 @@ UNIQUE violation. Rows are inserted in key order so that two batches sharing key
 same order and cannot deadlock.
 """
 
-import json
 import logging
 import uuid
 from collections.abc import Callable, Sequence
 
-from django.db import connection, transaction
-from django.db.models import JSONField
+from django.db import transaction
 from django.utils import timezone
 
 from backend.notifications import idempotency, policy, rendering
@@ -32,7 +30,6 @@ from backend.notifications.actions.accept import (
     AcceptError,
     Checked,
     IdempotencyConflict,
-    Prepared,
     SendRequest,
     build,
     check,
@@ -40,6 +37,7 @@ from backend.notifications.actions.accept import (
     known,
     scope_of,
 )
+from backend.notifications.actions.accept_rows import Prepared, insert_accepted
 from backend.notifications.delivery.shared_state import RedisUnavailable
 from backend.notifications.models import (
     ApiClient,
@@ -135,8 +133,8 @@ def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcom
     checked = _prepare_all(requests, client)
     rows = [outcome for outcome in checked if isinstance(outcome, Prepared)]
     with transaction.atomic():
-        inserted = _insert_new([prepared.notification for prepared in rows])
-        changes = _record_acceptance([prepared for prepared in rows if prepared.notification.pk in inserted])
+        changes = insert_accepted(rows)
+        inserted = set(changes)
         for prepared in rows:
             if prepared.notification.pk in inserted and prepared.digest_at is not None:
                 fold_into_digest(prepared.notification, prepared.digest_at)
@@ -216,77 +214,6 @@ def _remembering(
         return chosen[key]
 
     return version_for
-
-
-def _insert_new(rows: list[Notification]) -> set[uuid.UUID]:
-    """Insert ``rows``, skipping each whose key is already taken; the ids of those inserted.
-
-    ``INSERT … ON CONFLICT … DO NOTHING RETURNING id``. PostgreSQL takes the whole batch in one
-    statement whose columns arrive as arrays (``unnest``: one parameter per column, where a VALUES
-    list of 1,000 rows would bind 29,000 that the driver parses one by one); SQLite (≥ 3.35) takes
-    rows of a VALUES list, in chunks of its bound-parameter limit.
-    """
-    if not rows:
-        return set()
-    rows = sorted(rows, key=lambda row: row.idempotency_key)
-    meta = Notification._meta
-    fields = list(meta.concrete_fields)
-    quote = connection.ops.quote_name
-    insert = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(field.column) for field in fields)})"
-    conflict = (
-        f"ON CONFLICT ({quote(meta.get_field('idempotency_scope').column)}, "
-        f"{quote(meta.get_field('idempotency_key').column)}) DO NOTHING RETURNING {quote(meta.pk.column)}"
-    )
-    values = [[field.pre_save(row, add=True) for field in fields] for row in rows]
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            columns = ", ".join(f"%s::{field.db_type(connection)}[]" for field in fields)
-            arrays = [[_array_item(field, row[n]) for row in values] for n, field in enumerate(fields)]
-            cursor.execute(f"{insert} SELECT * FROM unnest({columns}) {conflict}", arrays)
-            returned = cursor.fetchall()
-        else:
-            returned = _insert_in_chunks(cursor, insert, conflict, fields, values)
-    inserted = {uuid.UUID(str(value)) for (value,) in returned}
-    for row in rows:
-        if row.pk in inserted:
-            row._state.adding, row._state.db = False, connection.alias
-    return inserted
-
-
-def _array_item(field, value):
-    """``value`` of ``field`` as an element of a PostgreSQL array parameter (JSON as text, cast to jsonb).
-
-    The other columns' values (ids, text, aware datetimes, numbers) are what psycopg adapts as they are.
-    """
-    if isinstance(field, JSONField):
-        return None if value is None else json.dumps(value, cls=field.encoder)
-    return value
-
-
-def _insert_in_chunks(cursor, insert: str, conflict: str, fields: list, values: list[list]) -> list[tuple]:
-    """SQLite: the rows as VALUES lists, as many per statement as its bound-parameter limit allows."""
-    placeholder = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    size = connection.ops.bulk_batch_size(fields, values)
-    returned = []
-    for start in range(0, len(values), size):
-        chunk = values[start : start + size]
-        params = [
-            field.get_db_prep_save(value, connection=connection)
-            for row in chunk
-            for field, value in zip(fields, row, strict=True)
-        ]
-        cursor.execute(f"{insert} VALUES {', '.join([placeholder] * len(chunk))} {conflict}", params)
-        returned += cursor.fetchall()
-    return returned
-
-
-def _record_acceptance(rows: list[Prepared]) -> dict[uuid.UUID, StateChange]:
-    """The first StateChange of each inserted row, in one INSERT; by notification id."""
-    changes = StateChange.objects.bulk_create(
-        StateChange(notification=p.notification, from_state="", to_state=p.notification.state, reason=p.history_reason)
-        for p in rows
-    )
-    return {change.notification_id: change for change in changes}
 
 
 def _enqueue_on_commit(rows: list[Notification]) -> None:
