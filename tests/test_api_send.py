@@ -260,6 +260,15 @@ def test_a_revoked_key_is_refused(send, orders_service):
     assert send(SHIPPED).status_code == 401
 
 
+def test_a_key_revoked_after_use_is_refused_at_once(send, orders_service):
+    # The key's lookup is cached per process for seconds; saving the client forgets it.
+    assert send(SHIPPED).status_code == 202
+    client, _ = orders_service
+    client.is_active = False
+    client.save()
+    assert send(SHIPPED).status_code == 401
+
+
 def test_a_channel_without_a_provider_is_refused(send, settings):
     settings.NOTIFY = {**settings.NOTIFY, "CHANNEL_PROVIDERS": {"email": "smtp", "sms": "fake-sms"}}
     response = send({**SHIPPED, "channel": "push"})
