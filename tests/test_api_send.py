@@ -3,6 +3,8 @@
 from datetime import date
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from backend.notifications.models import ApiClient, Notification, State
@@ -258,6 +260,15 @@ def test_a_revoked_key_is_refused(send, orders_service):
     assert send(SHIPPED).status_code == 401
 
 
+def test_a_key_revoked_after_use_is_refused_at_once(send, orders_service):
+    # The key's lookup is cached per process for seconds; saving the client forgets it.
+    assert send(SHIPPED).status_code == 202
+    client, _ = orders_service
+    client.is_active = False
+    client.save()
+    assert send(SHIPPED).status_code == 401
+
+
 def test_a_channel_without_a_provider_is_refused(send, settings):
     settings.NOTIFY = {**settings.NOTIFY, "CHANNEL_PROVIDERS": {"email": "smtp", "sms": "fake-sms"}}
     response = send({**SHIPPED, "channel": "push"})
@@ -347,3 +358,13 @@ def test_the_202_says_queued_even_when_a_worker_claimed_the_row_first(send, monk
     assert [(c["from_state"], c["to_state"]) for c in body["state_history"]] == [("", "queued")]
     assert body["attempts"] == []
     assert Notification.objects.get(pk=body["id"]).state == State.SENT
+
+
+def test_a_send_costs_six_queries_and_one_write(send):
+    """Kind, user, preferences, template, campaign rows for the rate limit, then one INSERT of row and history."""
+    send(SHIPPED, key="warm-up")  # the API key's lookup and its last_used_at, then cached for seconds
+    with CaptureQueriesContext(connection) as queries:
+        assert send({**SHIPPED, "params": {"order": "5013"}}, key="order-5013-shipped").status_code == 202
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert len(statements) == 6
+    assert [s.split()[0] for s in statements] == ["SELECT"] * 5 + ["WITH"]

@@ -14,6 +14,7 @@ def test_openapi_schema_is_served_as_json_without_a_key(client, db):
     assert schema["openapi"].startswith("3.")
     assert set(schema["paths"]) == {
         "/api/v1/notifications",
+        "/api/v1/notifications/batch",
         "/api/v1/notifications/{id}",
         "/api/v1/notifications/{id}/cancel",
         "/api/v1/users/{user_id}",

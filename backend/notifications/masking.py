@@ -74,11 +74,11 @@ def masked_preview(
     """
     if secret_names(kind):
         try:
-            rendered = rendering.render(version, masked_params(kind, params))
+            rendered = rendering.render(version, masked_params(kind, params), document=False)
         except rendering.RenderError:
             return MASK
     elif rendered is None:
-        rendered = rendering.render(version, params)
+        rendered = rendering.render(version, params, document=False)
     return (rendered.subject or rendered.text)[:PREVIEW_CHARS]
 
 

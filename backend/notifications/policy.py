@@ -27,6 +27,7 @@ from backend.notifications import pricing, quiet_hours, rate_limits
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard
 from backend.notifications.models import (
     Channel,
+    Device,
     Kind,
     Notification,
     Preference,
@@ -85,15 +86,81 @@ class Decision:
     digest_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What the checks read from the database about one recipient and one kind, loaded once for many sends.
+
+    ``chosen``: the user's explicit choices per channel (``preferences``); ``has_device``: an active
+    push device; ``campaign_events``: epoch seconds (oldest first) of campaign notifications of the
+    kind's category in the widest rate-limit window (``campaign_events``). ``facts_for`` loads them
+    set-based for a batch; without them each check queries on its own.
+    """
+
+    chosen: dict[str, bool]
+    has_device: bool
+    campaign_events: list[float]
+
+
 def preferences(recipient: Recipient, kind: Kind) -> dict[str, bool]:
     """The user's explicit choices for ``kind`` per channel; a channel missing here is on."""
     return dict(Preference.objects.filter(recipient=recipient, kind=kind).values_list("channel", "enabled"))
 
 
-def address_problem(recipient: Recipient, channel: str) -> str:
-    """Why ``recipient`` cannot be reached on ``channel`` ("" when it can)."""
+def widest_window(kind: Kind) -> float:
+    """Seconds of the longest rate-limit window of ``kind``'s category (0 when it has none)."""
+    return max((window.seconds for window in _rate_windows_of(kind.category) if window.limit > 0), default=0)
+
+
+def facts_for(pairs: list[tuple[Kind, Recipient]], now: datetime) -> dict[tuple[int, int], Facts]:
+    """``Facts`` per ``(recipient.pk, kind.pk)`` of every pair, in three queries whatever their number."""
+    recipients = {recipient.pk for _, recipient in pairs}
+    kinds = {kind.pk: kind for kind, _ in pairs}
+    chosen: dict[tuple[int, int], dict[str, bool]] = {}
+    rows = Preference.objects.filter(recipient__in=recipients, kind__in=kinds).values_list(
+        "recipient_id", "kind_id", "channel", "enabled"
+    )
+    for recipient_id, kind_id, channel, enabled in rows:
+        chosen.setdefault((recipient_id, kind_id), {})[channel] = enabled
+    devices = set(
+        Device.objects.filter(recipient__in=recipients, disabled_at__isnull=True).values_list("recipient_id", flat=True)
+    )
+    events = _campaign_events_of(recipients, list(kinds.values()), now)
+    return {
+        (recipient.pk, kind.pk): Facts(
+            chosen.get((recipient.pk, kind.pk), {}),
+            recipient.pk in devices,
+            events.get((recipient.pk, kind.category), []),
+        )
+        for kind, recipient in pairs
+    }
+
+
+def _campaign_events_of(recipients: set[int], kinds: list[Kind], now: datetime) -> dict[tuple[int, str], list[float]]:
+    """``campaign_events`` for many recipients and categories at once: ``{(recipient_id, category): [epoch, …]}``."""
+    widest = {kind.category: widest_window(kind) for kind in kinds}
+    categories = [category for category, seconds in widest.items() if seconds]
+    if not categories:
+        return {}
+    since = now - timedelta(seconds=max(widest.values()))
+    made = Notification.objects.filter(
+        recipient__in=recipients, campaign__isnull=False, kind__category__in=categories,
+        priority=Priority.STANDARD, created_at__gt=since,
+    ).exclude(state=State.SUPPRESSED)  # fmt: skip
+    out: dict[tuple[int, str], list[float]] = {}
+    for recipient_id, category, at in made.order_by("created_at").values_list(
+        "recipient_id", "kind__category", "created_at"
+    ):
+        if at.timestamp() > now.timestamp() - widest[category]:
+            out.setdefault((recipient_id, category), []).append(at.timestamp())
+    return out
+
+
+def address_problem(recipient: Recipient, channel: str, has_device: bool | None = None) -> str:
+    """Why ``recipient`` cannot be reached on ``channel`` ("" when it can); ``has_device`` when already known."""
     if channel == Channel.PUSH:
-        return "" if recipient.devices.filter(disabled_at__isnull=True).exists() else "no-device"
+        if has_device is None:
+            has_device = recipient.devices.filter(disabled_at__isnull=True).exists()
+        return "" if has_device else "no-device"
     if channel == Channel.EMAIL:
         return "no-address" if not recipient.email else "address-disabled" if recipient.email_bounced_at else ""
     if channel == Channel.SMS:
@@ -101,27 +168,30 @@ def address_problem(recipient: Recipient, channel: str) -> str:
     return ""
 
 
-def _channel_problem(kind: Kind, recipient: Recipient, channel: str, chosen: dict[str, bool]) -> str:
+def _channel_problem(
+    kind: Kind, recipient: Recipient, channel: str, chosen: dict[str, bool], facts: Facts | None
+) -> str:
     if kind.opt_out_allowed and chosen.get(channel) is False:
         return "opted-out"
-    return address_problem(recipient, channel)
+    return address_problem(recipient, channel, facts.has_device if facts else None)
 
 
-def route(kind: Kind, recipient: Recipient, requested: str | None) -> Route:
+def route(kind: Kind, recipient: Recipient, requested: str | None, facts: Facts | None = None) -> Route:
     """Pick the channel: the requested one, else the first of the kind's channels the user can receive.
 
     Channels without a configured provider are passed over when routing;
-    a requested one is the caller's to fix (``AcceptError`` upstream).
+    a requested one is the caller's to fix (``AcceptError`` upstream). ``facts``, when given, replace
+    the queries (``facts_for``).
     """
-    chosen = preferences(recipient, kind)
+    chosen = facts.chosen if facts else preferences(recipient, kind)
     if requested:
-        return Route(requested, _channel_problem(kind, recipient, requested, chosen))
+        return Route(requested, _channel_problem(kind, recipient, requested, chosen, facts))
     skipped = []
     for channel in kind.channels:
         if provider_for_channel(channel) is None:
             skipped.append(f"{channel}: no-provider")
             continue
-        problem = _channel_problem(kind, recipient, channel, chosen)
+        problem = _channel_problem(kind, recipient, channel, chosen, facts)
         if not problem:
             return Route(channel, "", tuple(skipped))
         skipped.append(f"{channel}: {problem}")
@@ -167,12 +237,16 @@ def _watch_velocity(recipient: Recipient, now: float) -> None:
         VelocityAlarm.objects.create(country=country, count=sent, threshold=threshold)
 
 
-def _rate_windows(kind: Kind, recipient: Recipient) -> list[rate_limits.Window]:
-    limits = settings.NOTIFY["RATE_LIMITS"].get(kind.category, {})
+def _rate_windows_of(category: str, recipient_pk: int | None = None) -> list[rate_limits.Window]:
+    limits = settings.NOTIFY["RATE_LIMITS"].get(category, {})
     return [
-        rate_limits.Window(f"rate:{recipient.pk}:{kind.category}:{unit}", WINDOW_SECONDS[unit], limit)
+        rate_limits.Window(f"rate:{recipient_pk}:{category}:{unit}", WINDOW_SECONDS[unit], limit)
         for unit, limit in sorted(limits.items())
     ]
+
+
+def _rate_windows(kind: Kind, recipient: Recipient) -> list[rate_limits.Window]:
+    return _rate_windows_of(kind.category, recipient.pk)
 
 
 def campaign_events(kind: Kind, recipient: Recipient, since: float) -> list[float]:
@@ -190,34 +264,100 @@ def campaign_events(kind: Kind, recipient: Recipient, since: float) -> list[floa
     return [at.timestamp() for at in made.order_by("created_at").values_list("created_at", flat=True)]
 
 
-def _rate_verdict(kind: Kind, recipient: Recipient, now: float) -> rate_limits.Verdict:
-    """The user's rate limits for the kind's category; fails OPEN (allowed) without Redis.
+def _rate_plan(
+    kind: Kind, recipient: Recipient, now: float, facts: Facts | None
+) -> rate_limits.Verdict | list[rate_limits.Window]:
+    """The user's rate-limit verdict when it is known without Redis, else the windows (with their room) to hit.
 
     Each window's room is its limit less the recipient's campaign notifications in it
-    (``campaign_events``); a window they fill refuses without asking Redis.
+    (``campaign_events``, or ``facts.campaign_events``); a window they fill refuses without asking Redis.
     """
     windows = _rate_windows(kind, recipient)
     if not any(window.limit > 0 for window in windows):
         return rate_limits.Verdict(True)
-    events = campaign_events(kind, recipient, now - max(window.seconds for window in windows))
+    since = now - max(window.seconds for window in windows)
+    events = [at for at in facts.campaign_events if at > since] if facts else campaign_events(kind, recipient, since)
     left = []
     for window in windows:
         inside = [at for at in events if at > now - window.seconds]
         if window.limit > 0 and len(inside) >= window.limit:
             return rate_limits.Verdict(False, window, inside[0] + window.seconds)
         left.append(rate_limits.Window(window.key, window.seconds, window.limit - len(inside)))
+    return left
+
+
+def _rate_verdict(kind: Kind, recipient: Recipient, now: float, facts: Facts | None = None) -> rate_limits.Verdict:
+    """The user's rate limits for the kind's category (``_rate_plan``); fails OPEN (allowed) without Redis."""
+    plan = _rate_plan(kind, recipient, now, facts)
+    if isinstance(plan, rate_limits.Verdict):
+        return plan
     try:
-        return rate_limits.hit(left, now)
+        return rate_limits.hit(plan, now)
     except RedisUnavailable:
         return rate_limits.Verdict(True)
 
 
+def _rate_limited(kind: Kind, route_: Route, priority: str) -> bool:
+    """Whether ``decide`` counts this notification against the user's rate limits."""
+    return not route_.reason and not kind.bypasses_user_policy and priority == Priority.STANDARD
+
+
+@dataclass(frozen=True)
+class Case:
+    """One notification to ``decide``, as ``decide_many`` takes them."""
+
+    kind: Kind
+    recipient: Recipient
+    route: Route
+    priority: str
+    send_at: datetime | None
+    facts: Facts | None = None
+
+
+def decide_many(cases: list[Case], now: datetime) -> list[Decision | LimitUnavailable]:
+    """``decide`` for each case, in order, with every user rate-limit hit in one Redis pipeline.
+
+    The same verdicts as ``decide`` called case by case (``rate_limits.hit_many``); fails OPEN
+    without Redis as ``decide`` does. An OTP whose limit cannot be checked gets its
+    ``LimitUnavailable`` in its place; the others are decided.
+    """
+    epoch = now.timestamp()
+    plans = [
+        _rate_plan(c.kind, c.recipient, epoch, c.facts) if _rate_limited(c.kind, c.route, c.priority) else None
+        for c in cases
+    ]
+    windows = [plan for plan in plans if isinstance(plan, list)]
+    try:
+        hits = iter(rate_limits.hit_many(windows, epoch))
+    except RedisUnavailable:
+        hits = iter([rate_limits.Verdict(True)] * len(windows))
+    out: list[Decision | LimitUnavailable] = []
+    for case, plan in zip(cases, plans, strict=True):
+        verdict = next(hits) if isinstance(plan, list) else plan
+        try:
+            out.append(
+                decide(case.kind, case.recipient, case.route, case.priority, case.send_at, now, case.facts, verdict)
+            )
+        except LimitUnavailable as exc:
+            out.append(exc)
+    return out
+
+
 def decide(
-    kind: Kind, recipient: Recipient, route_: Route, priority: str, send_at: datetime | None, now: datetime
+    kind: Kind,
+    recipient: Recipient,
+    route_: Route,
+    priority: str,
+    send_at: datetime | None,
+    now: datetime,
+    facts: Facts | None = None,
+    verdict: rate_limits.Verdict | None = None,
 ) -> Decision:
     """Apply opted-out → otp-limit → quiet-hours → rate-limited, in that order (DESIGN.md §2).
 
-    Raises ``LimitUnavailable`` when an OTP's per-phone limit cannot be checked.
+    Raises ``LimitUnavailable`` when an OTP's per-phone limit cannot be checked. ``facts``, when
+    given, replace the campaign-events query (``facts_for``); ``verdict``, when given, is the user's
+    rate-limit verdict already counted (``decide_many``).
     """
     if route_.reason:
         return Decision(State.SUPPRESSED, route_.reason)
@@ -233,7 +373,7 @@ def decide(
         end = quiet_hours.quiet_hours_end(
             due, recipient.time_zone, recipient.quiet_hours_start, recipient.quiet_hours_end
         )
-        verdict = _rate_verdict(kind, recipient, epoch)
+        verdict = verdict if verdict is not None else _rate_verdict(kind, recipient, epoch, facts)
         if not verdict.allowed:
             return _over_limit(kind, recipient, verdict, now)
         if end is not None:

@@ -85,11 +85,40 @@ def hit(windows: list[Window], now: float | None = None) -> Verdict:
     for window in windows:
         args += [window.seconds, window.limit]
     with guard("rate limit"):
-        refused, oldest = client.eval(_HIT, len(windows), *[w.key for w in windows], *args, uuid.uuid4().hex)
+        # EVALSHA: the script's text crosses the wire once per connection, not on every send.
+        script = client.register_script(_HIT)
+        refused, oldest = script(keys=[w.key for w in windows], args=[*args, uuid.uuid4().hex])
     if not refused:
         return Verdict(True)
     window = windows[int(refused) - 1]
     return Verdict(False, window, float(oldest) + window.seconds)
+
+
+def hit_many(requests: list[list[Window]], now: float | None = None) -> list[Verdict]:
+    """``hit`` for each list of windows, in order, in one Redis round trip (a pipeline of the same script).
+
+    Each script runs atomically and in order, so the verdicts are those of as many ``hit`` calls one
+    after the other. Raises ``RedisUnavailable`` when the shared windows cannot be read.
+    """
+    now = time.time() if now is None else now
+    requests = [[w for w in windows if w.limit > 0] for windows in requests]
+    client = redis_client()
+    if client is None:
+        return [_hit_local(windows, now) if windows else Verdict(True) for windows in requests]
+    script = client.register_script(_HIT)
+    with guard("rate limit"):
+        pipe = client.pipeline(transaction=False)
+        for windows in requests:
+            if windows:
+                args = [now, *[value for w in windows for value in (w.seconds, w.limit)], uuid.uuid4().hex]
+                script(keys=[w.key for w in windows], args=args, client=pipe)
+        answers = iter(pipe.execute())
+    verdicts = []
+    for windows in requests:
+        refused, oldest = next(answers) if windows else (0, 0)
+        window = windows[int(refused) - 1] if refused else None
+        verdicts.append(Verdict(True) if window is None else Verdict(False, window, float(oldest) + window.seconds))
+    return verdicts
 
 
 def count(key: str, seconds: float, now: float | None = None) -> int:

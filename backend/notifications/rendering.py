@@ -247,21 +247,27 @@ def select_version(kind: Kind, channel: Channel | str, language: str) -> Templat
 
     Returns None when neither exists (the caller answers 422).
     """
+    languages = list(dict.fromkeys([language, kind.default_language]))
     approved = TemplateVersion.objects.filter(
-        kind=kind, channel=channel, status=TemplateVersion.Status.APPROVED
+        kind=kind, channel=channel, status=TemplateVersion.Status.APPROVED, language__in=languages
     ).order_by("-version")
-    for lang in dict.fromkeys([language, kind.default_language]):
-        version = approved.filter(language=lang).first()
-        if version is not None:
-            return version
+    newest: dict[str, TemplateVersion] = {}
+    for version in approved:  # one query for both languages
+        newest.setdefault(version.language, version)
+    for lang in languages:
+        if lang in newest:
+            newest[lang].kind = kind  # its name is in the answer (str(version)): not read again
+            return newest[lang]
     return None
 
 
-def render(version: TemplateVersion, params: dict) -> Rendered:
+def render(version: TemplateVersion, params: dict, document: bool = True) -> Rendered:
     """Render every part of ``version`` with ``params``.
 
     The email document's ``lang``/``dir`` follow the version's language (the
     recipient's own, unless the template fell back to the default language).
+    ``document`` False leaves ``html`` empty: the HTML body is still rendered (its params
+    checked) but not sanitized and wrapped, which only a sent email needs.
     Raises ``RenderError`` for a missing param or a broken template.
     """
     params = _clean(params)
@@ -274,6 +280,6 @@ def render(version: TemplateVersion, params: dict) -> Rendered:
         names = sorted(set(missing))
         raise RenderError("missing params: " + ", ".join(names), names)
     html = ""
-    if version.html_body:
+    if version.html_body and document:
         html = email_document(sanitize_html(body), subject, version.language, text_direction(version.language))
     return Rendered(subject=subject, text=text, html=html)

@@ -1,11 +1,11 @@
 """Every state change of a notification, each atomic and recorded as a StateChange.
 
 Views and workers call these; nothing else writes ``Notification.state``.
-One module per topic: ``accept`` (the send path), ``delivery`` (worker
-transitions), ``templates`` (drafts, approval and review), ``send_to_self`` (a
-template test to its staff member, imported as a module), ``preferences`` (contact
-data, preferences, devices); ``transitions`` holds the conditional UPDATE they
-all use.
+One module per topic: ``accept`` (the send path), ``accept_batch`` (the same
+for many at once, set-based), ``delivery`` (worker transitions), ``templates``
+(drafts, approval and review), ``send_to_self`` (a template test to its staff
+member, imported as a module), ``preferences`` (contact data, preferences,
+devices); ``transitions`` holds the conditional UPDATE they all use.
 """
 
 from backend.notifications.actions.accept import (
@@ -16,6 +16,7 @@ from backend.notifications.actions.accept import (
     accept,
     scope_of,
 )
+from backend.notifications.actions.accept_batch import MAX_BATCH, accept_batch
 from backend.notifications.actions.delivery import (
     claim,
     dead_letter,
@@ -50,6 +51,7 @@ from backend.notifications.actions.templates import (
 )
 
 __all__ = [
+    "MAX_BATCH",
     "AcceptError",
     "Accepted",
     "ApprovalRefused",
@@ -58,6 +60,7 @@ __all__ = [
     "PreferenceRefused",
     "SendRequest",
     "accept",
+    "accept_batch",
     "approval_problem",
     "approve_template",
     "check_preference",

@@ -1,5 +1,6 @@
 """Acceptance: a send request becomes a stored notification (or the original, for a duplicate)."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -8,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from backend.notifications import idempotency, masking, policy, rendering
+from backend.notifications.actions.accept_rows import Prepared, insert_accepted
 from backend.notifications.actions.transitions import enqueue_on_commit, record_state_change
 from backend.notifications.models import (
     ApiClient,
@@ -94,18 +96,21 @@ def _original(request: SendRequest, scope: str) -> Notification | None:
     return original
 
 
-def _lookup(request: SendRequest) -> tuple[Kind, Recipient]:
-    kind = Kind.objects.filter(name=request.kind).first()
+def known(request: SendRequest, kind: Kind | None, recipient: Recipient | None) -> tuple[Kind, Recipient]:
+    """``(kind, recipient)`` as looked up for ``request``; ``AcceptError`` naming the one that does not exist."""
     if kind is None:
         raise AcceptError("kind", f"unknown kind {request.kind!r}")
-    recipient = Recipient.objects.filter(user_id=request.user_id).first()
     if recipient is None:
         raise AcceptError(
             "user_id", f"unknown user {request.user_id!r}: create it first with PUT /api/v1/users/{{user_id}}"
         )
-    if request.channel and provider_for_channel(request.channel) is None:
-        raise AcceptError("channel", f"no provider is configured for channel {request.channel!r}")
     return kind, recipient
+
+
+def _lookup(request: SendRequest) -> tuple[Kind, Recipient]:
+    kind = Kind.objects.filter(name=request.kind).first()
+    recipient = kind and Recipient.objects.filter(user_id=request.user_id).first()
+    return known(request, kind, recipient)
 
 
 def _check_declared_lengths(kind: Kind, params: dict) -> None:
@@ -117,13 +122,19 @@ def _check_declared_lengths(kind: Kind, params: dict) -> None:
 
 
 def _render_check(
-    kind: Kind, recipient: Recipient, channel: str, params: dict, required: bool
+    kind: Kind,
+    recipient: Recipient,
+    channel: str,
+    params: dict,
+    required: bool,
+    version_for: Callable[[Kind, str, str], TemplateVersion | None] = rendering.select_version,
 ) -> tuple[TemplateVersion | None, str]:
     """The template version to send and its preview, secret params masked; raises AcceptError when it cannot render.
 
     ``required`` False (a suppressed notification) tolerates a missing template but still checks params.
+    ``version_for(kind, channel, language)`` picks the version (a batch passes one that remembers).
     """
-    version = rendering.select_version(kind, channel, recipient.language)
+    version = version_for(kind, channel, recipient.language)
     if version is None:
         if not required:
             return None, ""
@@ -133,7 +144,8 @@ def _render_check(
             f"{kind.default_language!r}",
         )
     try:
-        rendered = rendering.render(version, params)
+        # The email document (sanitized HTML) is built at delivery; here only what can fail and the preview.
+        rendered = rendering.render(version, params, document=False)
     except rendering.RenderError as exc:
         if exc.caused_by_params:
             raise AcceptError("params", str(exc)) from exc
@@ -142,6 +154,68 @@ def _render_check(
             "kind", f"the approved template {version} cannot be rendered ({exc}); ask the template editors to fix it"
         ) from exc
     return version, masking.masked_preview(version, kind, params, rendered)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the checks before the policy found: the route, the template version and its preview, the tier."""
+
+    route: policy.Route
+    version: TemplateVersion | None
+    preview: str
+    priority: str
+
+
+def check(
+    request: SendRequest,
+    kind: Kind,
+    recipient: Recipient,
+    facts: policy.Facts | None = None,
+    version_for: Callable[[Kind, str, str], TemplateVersion | None] = rendering.select_version,
+) -> Checked:
+    """The checks of one request before the policy decides: channel, declared lengths, route, rendering.
+
+    Raises ``AcceptError``. ``facts`` and ``version_for`` let a batch load what they read once.
+    """
+    if request.channel and provider_for_channel(request.channel) is None:
+        raise AcceptError("channel", f"no provider is configured for channel {request.channel!r}")
+    _check_declared_lengths(kind, request.params)
+    routed = policy.route(kind, recipient, request.channel, facts)
+    version, preview = _render_check(kind, recipient, routed.channel, request.params, not routed.reason, version_for)
+    return Checked(routed, version, preview, request.priority or kind.priority)
+
+
+def build(
+    request: SendRequest,
+    client: ApiClient | None,
+    kind: Kind,
+    recipient: Recipient,
+    checked: Checked,
+    decision: policy.Decision,
+    now: datetime,
+) -> Prepared:
+    """The unsaved row of a checked and decided request. The one shape of the single and the batch send."""
+    routed = checked.route
+    history_reason = decision.reason or (f"fallback: {'; '.join(routed.skipped)}" if routed.skipped else "")
+    notification = Notification(
+        idempotency_key=request.idempotency_key,
+        idempotency_scope=scope_of(client),
+        request_hash=request.hash,
+        client=client,
+        recipient=recipient,
+        kind=kind,
+        channel=routed.channel,
+        priority=checked.priority,
+        # A suppressed notification is never rendered again: its secret params need not be kept.
+        params=masking.masked_params(kind, request.params) if decision.state == State.SUPPRESSED else request.params,
+        send_at=decision.send_at or request.send_at,
+        state=decision.state,
+        reason=decision.reason,
+        template_version=checked.version,
+        preview=checked.preview,
+        queued_at=now if decision.state == State.QUEUED else None,
+    )
+    return Prepared(notification, history_reason[:64], decision.digest_at)
 
 
 def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
@@ -162,46 +236,40 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         if original is not None:
             return Accepted(original, duplicate=True)
     kind, recipient = _lookup(request)
-    _check_declared_lengths(kind, request.params)
-    routed = policy.route(kind, recipient, request.channel)
-    version, preview = _render_check(kind, recipient, routed.channel, request.params, required=not routed.reason)
+    checked = check(request, kind, recipient)
     now = timezone.now()
-    priority = request.priority or kind.priority
-    decision = policy.decide(kind, recipient, routed, priority, request.send_at, now)
-    history_reason = decision.reason or (f"fallback: {'; '.join(routed.skipped)}" if routed.skipped else "")
-    try:
-        with transaction.atomic():
-            notification = Notification.objects.create(
-                idempotency_key=request.idempotency_key,
-                idempotency_scope=scope,
-                request_hash=request.hash,
-                client=client,
-                recipient=recipient,
-                kind=kind,
-                channel=routed.channel,
-                priority=priority,
-                # A suppressed notification is never rendered again: its secret params need not be kept.
-                params=masking.masked_params(kind, request.params)
-                if decision.state == State.SUPPRESSED
-                else request.params,
-                send_at=decision.send_at or request.send_at,
-                state=decision.state,
-                reason=decision.reason,
-                template_version=version,
-                preview=preview,
-                queued_at=now if decision.state == State.QUEUED else None,
-            )
-            change = record_state_change(notification, "", decision.state, history_reason[:64])
-            if decision.digest_at is not None:
-                _fold_into_digest(notification, decision.digest_at)
-            if decision.state == State.QUEUED:
-                enqueue_on_commit(notification)
-    except IntegrityError:
+    decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now)
+    prepared = build(request, client, kind, recipient, checked, decision, now)
+    change = _store(prepared) if prepared.digest_at is None else _store_with_digest(prepared)
+    if change is None:
+        # The UNIQUE index refused it: a concurrent request with this key won the race.
         original = _original(request, scope)
         if original is None:
-            raise
+            raise IntegrityError(f"idempotency key {request.idempotency_key!r} taken, and no original found")
         return Accepted(original, duplicate=True)
-    return Accepted(notification, duplicate=False, history=(change,))
+    return Accepted(prepared.notification, duplicate=False, history=(change,))
+
+
+def _store(prepared: Prepared) -> StateChange | None:
+    """Insert the row and its first history row (one statement on PostgreSQL); None when its key is taken."""
+    notification = prepared.notification
+    change = insert_accepted([prepared]).get(notification.pk)
+    if change is not None and notification.state == State.QUEUED:
+        enqueue_on_commit(notification)
+    return change
+
+
+def _store_with_digest(prepared: Prepared) -> StateChange | None:
+    """``_store`` for a notification folded into a digest: the row, its history and the digest in one transaction."""
+    notification = prepared.notification
+    try:
+        with transaction.atomic():
+            notification.save(force_insert=True)
+            change = record_state_change(notification, "", notification.state, prepared.history_reason)
+            fold_into_digest(notification, prepared.digest_at)
+    except IntegrityError:
+        return None
+    return change
 
 
 def digest_content(items: list[str]) -> dict[str, Any]:
@@ -209,7 +277,7 @@ def digest_content(items: list[str]) -> dict[str, Any]:
     return {"params": {"items": items, "count": len(items)}, "preview": f"{len(items)}: {' · '.join(items)}"[:200]}
 
 
-def _fold_into_digest(notification: Notification, at: datetime) -> None:
+def fold_into_digest(notification: Notification, at: datetime) -> None:
     """Add a rate-limited notification to the user's digest going out at ``at`` (created on first use).
 
     Without a ``digest`` kind and a template for the channel, it stays plainly rate-limited.

@@ -35,7 +35,7 @@ DATABASE_MESSAGE = (
 )
 
 
-def _flatten(detail, name: str = "body") -> dict[str, list[str]]:
+def flatten(detail, name: str = "body") -> dict[str, list[str]]:
     """DRF's nested error detail as ``{"field.sub.0": ["problem", ...]}``."""
     if isinstance(detail, dict):
         items = [
@@ -50,15 +50,20 @@ def _flatten(detail, name: str = "body") -> dict[str, list[str]]:
         return {name: [str(detail)]}
     out: dict[str, list[str]] = {}
     for child, value in items:
-        for key, problems in _flatten(value, child).items():
+        for key, problems in flatten(value, child).items():
             out.setdefault(key, []).extend(problems)
     return out
 
 
+def invalid_body(fields: dict[str, list[str]]) -> dict:
+    """The body of a 422: ``{"error": "invalid", "message": summary, "fields": fields}``."""
+    summary = "; ".join(f"{name}: {' '.join(problems)}" for name, problems in fields.items())
+    return {"error": "invalid", "message": summary, "fields": fields}
+
+
 def validation_response(fields: dict[str, list[str]], status_code: int = 422) -> Response:
     """A 422 naming each field and its problems."""
-    summary = "; ".join(f"{name}: {' '.join(problems)}" for name, problems in fields.items())
-    return Response({"error": "invalid", "message": summary, "fields": fields}, status=status_code)
+    return Response(invalid_body(fields), status=status_code)
 
 
 _CODES = {
@@ -100,7 +105,7 @@ def exception_handler(exc, context):
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        fields = _flatten(exc.detail)
+        fields = flatten(exc.detail)
         return validation_response(fields)
     code = next((code for cls, code in _CODES.items() if isinstance(exc, cls)), "error")
     if isinstance(exc, exceptions.NotAuthenticated):

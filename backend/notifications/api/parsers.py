@@ -81,7 +81,13 @@ def _no_constants(name: str):
 
 
 class StrictJSONParser(JSONParser):
-    """DRF's JSON parser with the refusals above."""
+    """DRF's JSON parser with the refusals above.
+
+    ``check_text`` False leaves the text refusals (NUL, surrogates) to the view: the batch endpoint
+    refuses one item for them, not the whole batch.
+    """
+
+    check_text = True
 
     def parse(self, stream, media_type=None, parser_context=None):
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
@@ -99,12 +105,18 @@ class StrictJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - {exc}") from None
         if nesting_depth(value) > MAX_DEPTH:
             raise ParseError(MAX_DEPTH_MESSAGE)
-        problem = text_problem_at(value, "")
+        problem = text_problem_at(value, "") if self.check_text else None
         if problem:
             where, message = problem
             field = where.split(".", 1)[0] or "body"
             raise ValidationError({field: [f"{where}: {message}" if where else message]})
         return value
+
+
+class BatchJSONParser(StrictJSONParser):
+    """``StrictJSONParser`` whose text refusals are the view's, item by item (``text_problem_at``)."""
+
+    check_text = False
 
 
 def json_object(request) -> dict:

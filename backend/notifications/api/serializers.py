@@ -347,3 +347,55 @@ class RecipientSerializer(StrictSerializer):
 
     def validate_time_zone(self, value: str) -> str:
         return time_zone_name(value)
+
+
+class BatchItemSerializer(SendRequestSerializer):
+    """One send of a batch: the body of ``POST /api/v1/notifications`` plus its own idempotency key."""
+
+    idempotency_key = StrictCharField(
+        max_length=255,
+        help_text="As the single send's Idempotency-Key header: a stable name of the event, 1 to 255 characters.",
+    )
+
+
+class BatchRequestSerializer(serializers.Serializer):
+    """``POST /api/v1/notifications/batch``: 1 to 1,000 sends (schema only; the view reads items one by one)."""
+
+    items = BatchItemSerializer(many=True, help_text="1 to 1,000 sends, each answered in its own result.")
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"$ref": "#/components/schemas/Accepted"},
+            {
+                "type": "object",
+                "properties": {
+                    "error": {"type": "string"},
+                    "message": {"type": "string"},
+                    "fields": {
+                        "type": "object",
+                        "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+                "required": ["error", "message"],
+            },
+        ]
+    }
+)
+class BatchBodyField(serializers.JSONField):
+    """A batch item's answer body: the single send's, the notification or the error."""
+
+
+class BatchResultSerializer(serializers.Serializer):
+    status = serializers.IntegerField(
+        help_text="What the single send would have answered: 202 new, 200 duplicate, 422 refused, 503 retry later."
+    )
+    body = BatchBodyField(help_text="The single send's body for that status.")
+
+
+class BatchResponseSerializer(serializers.Serializer):
+    accepted = serializers.IntegerField(help_text="Items stored as new notifications (status 202).")
+    duplicates = serializers.IntegerField(help_text="Items whose key was already used for the same request (200).")
+    errors = serializers.IntegerField(help_text="Items refused (422) or to retry later (503); nothing stored for them.")
+    results = BatchResultSerializer(many=True, help_text="One per item, in the order of the request.")

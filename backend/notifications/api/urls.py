@@ -1,10 +1,11 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularSwaggerSplitView
 
-from backend.notifications.api import listing, preferences, sms, user_settings, views
+from backend.notifications.api import batch, listing, preferences, sms, user_settings, views
 
 urlpatterns = [
     path("notifications", listing.NotificationsView.as_view(), name="notification-create"),
+    path("notifications/batch", batch.NotificationBatchView.as_view(), name="notification-batch"),
     path("notifications/<uuid:pk>", views.NotificationDetailView.as_view(), name="notification-detail"),
     path("notifications/<uuid:pk>/cancel", listing.NotificationCancelView.as_view(), name="notification-cancel"),
     path("users/<str:user_id>", views.RecipientView.as_view(), name="user"),

@@ -1,0 +1,235 @@
+"""Batch acceptance: up to 1,000 send requests stored with set-based SQL (``POST /api/v1/notifications/batch``).
+
+Each request gets the outcome ``accept`` would give it alone (new, duplicate of its original, or
+refused with its error) and one refused request never fails the others. The work is set-based:
+
+- reads: the originals of every key (one query), the kinds and the recipients (one each), the
+  policy's facts (``policy.facts_for``: three), each distinct (kind, channel, language)'s template
+  version once; the checks of each request then run in memory (its Redis rate limits aside);
+- writes: one ``INSERT … ON CONFLICT (idempotency_scope, idempotency_key) DO NOTHING RETURNING``
+  of every new row with their first StateChange rows (``accept_rows.insert_accepted``: one
+  statement on PostgreSQL; on SQLite, the embedded default, chunks of its parameter limit);
+- after commit: one ``tasks.enqueue_deliveries`` per tier present (one Redis pipeline each).
+
+A row the INSERT did not return lost a race to a concurrent request with the same key: its
+original is read back (one query) and answered as a duplicate, exactly as ``accept`` does on its
+UNIQUE violation. Rows are inserted in key order so that two batches sharing keys lock them in the
+same order and cannot deadlock.
+"""
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+
+from django.db import transaction
+from django.utils import timezone
+
+from backend.notifications import idempotency, policy, rendering
+from backend.notifications.actions.accept import (
+    Accepted,
+    AcceptError,
+    Checked,
+    IdempotencyConflict,
+    SendRequest,
+    build,
+    check,
+    fold_into_digest,
+    known,
+    scope_of,
+)
+from backend.notifications.actions.accept_rows import Prepared, insert_accepted
+from backend.notifications.delivery.shared_state import RedisUnavailable
+from backend.notifications.models import (
+    ApiClient,
+    Kind,
+    Notification,
+    Recipient,
+    State,
+    StateChange,
+    TemplateVersion,
+)
+
+logger = logging.getLogger(__name__)
+
+# The most requests one batch may hold (the API answers 400 above it).
+MAX_BATCH = 1000
+
+# What ``accept_batch`` gives for each request: its ``Accepted``, or the error ``accept`` would raise.
+Outcome = Accepted | AcceptError | IdempotencyConflict | policy.LimitUnavailable
+
+
+def accept_batch(requests: Sequence[SendRequest], client: ApiClient | None) -> list[Outcome]:
+    """Accept ``requests`` as ``accept`` would one by one; their outcomes, in order.
+
+    A key repeated within the batch is one event: its first request is accepted and every later one
+    answers as a duplicate of it (or ``IdempotencyConflict`` when its body differs); when the first
+    is refused, the next is tried in its place. Raises only what the database raises (503 upstream).
+    """
+    outcomes: list[Outcome | None] = [None] * len(requests)
+    pending = list(range(len(requests)))
+    while pending:
+        pending = _accept_round(requests, pending, client, outcomes)
+    return outcomes  # type: ignore[return-value]  # every slot is filled once pending is empty
+
+
+def _accept_round(
+    requests: Sequence[SendRequest], indexes: list[int], client: ApiClient | None, outcomes: list
+) -> list[int]:
+    """Settle the first request of each key among ``indexes`` (and its repeats); return the indexes left open.
+
+    Left open: the repeats of a key whose first request was refused, for the next round.
+    """
+    scope = scope_of(client)
+    originals = _originals(scope, {requests[i].idempotency_key for i in indexes})
+    firsts: dict[str, int] = {}
+    repeats: list[int] = []
+    for i in indexes:
+        key = requests[i].idempotency_key
+        if key in originals:
+            outcomes[i] = _as_duplicate(requests[i], originals[key])
+        elif key in firsts:
+            repeats.append(i)
+        else:
+            firsts[key] = i
+    stored = _store([requests[i] for i in firsts.values()], client)
+    for i, outcome in zip(firsts.values(), stored, strict=True):
+        outcomes[i] = outcome
+    left = []
+    for i in repeats:
+        first = outcomes[firsts[requests[i].idempotency_key]]
+        if isinstance(first, Accepted):
+            outcomes[i] = _as_duplicate(requests[i], first.notification, first.history)
+        else:
+            left.append(i)
+    return left
+
+
+def _originals(scope: str, keys: set[str]) -> dict[str, Notification]:
+    """The stored notifications of ``keys`` in ``scope``, loaded as the single endpoint answers them."""
+    found = (
+        Notification.objects.select_related("recipient", "kind", "template_version__kind")
+        .prefetch_related("state_changes", "attempts")
+        .filter(idempotency_scope=scope, idempotency_key__in=keys)
+    )
+    return {notification.idempotency_key: notification for notification in found}
+
+
+def _as_duplicate(
+    request: SendRequest, original: Notification, history: tuple[StateChange, ...] = ()
+) -> Accepted | IdempotencyConflict:
+    """``request`` answered by ``original``: a duplicate, or a conflict when its body differs.
+
+    ``history`` is the original's when it was accepted earlier in this same batch (not read back).
+    """
+    if not idempotency.same_request(original.request_hash, request.payload):
+        return IdempotencyConflict(
+            f"{request.idempotency_key!r} was already used for a different request; use a new key for a new event."
+        )
+    return Accepted(original, duplicate=True, history=history)
+
+
+def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcome]:
+    """Check, decide and insert requests with distinct new keys; their outcomes, in order."""
+    checked = _prepare_all(requests, client)
+    rows = [outcome for outcome in checked if isinstance(outcome, Prepared)]
+    with transaction.atomic():
+        changes = insert_accepted(rows)
+        inserted = set(changes)
+        for prepared in rows:
+            if prepared.notification.pk in inserted and prepared.digest_at is not None:
+                fold_into_digest(prepared.notification, prepared.digest_at)
+        _enqueue_on_commit([prepared.notification for prepared in rows if prepared.notification.pk in inserted])
+    lost = {p.notification.idempotency_key for p in rows if p.notification.pk not in inserted}
+    winners = _originals(scope_of(client), lost) if lost else {}
+    keys = [request.idempotency_key for request in requests]
+    transaction.on_commit(lambda: idempotency.mark_seen(scope_of(client), keys))
+    settled = zip(requests, checked, strict=True)
+    return [_settled(request, outcome, inserted, changes, winners) for request, outcome in settled]
+
+
+def _settled(
+    request: SendRequest,
+    outcome: Prepared | Exception,
+    inserted: set[uuid.UUID],
+    changes: dict[uuid.UUID, StateChange],
+    winners: dict[str, Notification],
+) -> Outcome:
+    if not isinstance(outcome, Prepared):
+        return outcome  # type: ignore[return-value]  # one of Outcome's errors
+    notification = outcome.notification
+    if notification.pk in inserted:
+        return Accepted(notification, duplicate=False, history=(changes[notification.pk],))
+    return _as_duplicate(request, winners[request.idempotency_key])
+
+
+def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> list[Prepared | Exception]:
+    """``accept``'s checks, policy and row for each request, with every lookup loaded set-based beforehand.
+
+    The policy decides them together (``policy.decide_many``: one Redis pipeline for the rate limits).
+    """
+    kinds = {kind.name: kind for kind in Kind.objects.filter(name__in={r.kind for r in requests})}
+    recipients = {r.user_id: r for r in Recipient.objects.filter(user_id__in={r.user_id for r in requests})}
+    now = timezone.now()
+    found: list[tuple[Kind, Recipient] | AcceptError] = []
+    for request in requests:
+        try:
+            found.append(known(request, kinds.get(request.kind), recipients.get(request.user_id)))
+        except AcceptError as exc:
+            found.append(exc)
+    facts = policy.facts_for([pair for pair in found if isinstance(pair, tuple)], now)
+    version_for = _remembering(rendering.select_version)
+    out: list[Prepared | Exception | None] = [pair if isinstance(pair, AcceptError) else None for pair in found]
+    cases: list[tuple[int, policy.Case, Checked]] = []
+    for i, (request, pair) in enumerate(zip(requests, found, strict=True)):
+        if isinstance(pair, AcceptError):
+            continue
+        kind, recipient = pair
+        known_facts = facts[recipient.pk, kind.pk]
+        try:
+            checked = check(request, kind, recipient, known_facts, version_for)
+        except AcceptError as exc:
+            out[i] = exc
+            continue
+        case = policy.Case(kind, recipient, checked.route, checked.priority, request.send_at, known_facts)
+        cases.append((i, case, checked))
+    decisions = policy.decide_many([case for _, case, _ in cases], now)
+    for (i, case, checked), decision in zip(cases, decisions, strict=True):
+        if isinstance(decision, policy.LimitUnavailable):
+            out[i] = decision
+        else:
+            out[i] = build(requests[i], client, case.kind, case.recipient, checked, decision, now)
+    return out  # type: ignore[return-value]  # every slot is filled above
+
+
+def _remembering(
+    select: Callable[[Kind, str, str], TemplateVersion | None],
+) -> Callable[[Kind, str, str], TemplateVersion | None]:
+    """``select`` asked once per distinct (kind, channel, language) of the batch."""
+    chosen: dict[tuple[int, str, str], TemplateVersion | None] = {}
+
+    def version_for(kind: Kind, channel: str, language: str) -> TemplateVersion | None:
+        key = (kind.pk, channel, language)
+        if key not in chosen:
+            chosen[key] = select(kind, channel, language)
+        return chosen[key]
+
+    return version_for
+
+
+def _enqueue_on_commit(rows: list[Notification]) -> None:
+    """Hand the queued rows to their tiers once the transaction commits: one ``enqueue_deliveries`` per tier."""
+    tiers: dict[str, list[str]] = {}
+    for row in rows:
+        if row.state == State.QUEUED:
+            tiers.setdefault(row.priority, []).append(str(row.pk))
+    for tier, ids in tiers.items():
+        transaction.on_commit(lambda tier=tier, ids=ids: _enqueue_or_leave_for_sweeper(ids, tier))
+
+
+def _enqueue_or_leave_for_sweeper(ids: list[str], tier: str) -> None:
+    from backend.notifications.tasks import enqueue_deliveries
+
+    try:
+        enqueue_deliveries(ids, tier)
+    except RedisUnavailable as exc:
+        logger.warning("%d notifications not enqueued (%s): left queued for the sweeper", len(ids), exc)

@@ -1,0 +1,258 @@
+"""POST /api/v1/notifications/batch: each item answered as the single send would be, set-based, race-safe."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from backend.notifications import actions
+from backend.notifications.models import Notification, Recipient, StateChange
+from tests.conftest import pending
+
+ROOT = Path(__file__).resolve().parent.parent
+URL = "/api/v1/notifications/batch"
+
+pytestmark = pytest.mark.usefixtures("demo_data")
+
+
+@pytest.fixture
+def customers(demo_data) -> list[str]:
+    """A thousand customers with an email address, so no user's rate limit is reached by one batch."""
+    users = [Recipient(user_id=f"c-{n}", email=f"c{n}@example.com", language="en") for n in range(1000)]
+    Recipient.objects.bulk_create(users)
+    return [user.user_id for user in users]
+
+
+def shipped(user_id: str, order: int) -> dict:
+    return {"idempotency_key": f"order-{order}-shipped", "user_id": user_id, "kind": "shipped",
+            "params": {"order": str(order)}}  # fmt: skip
+
+
+def post_batch(api, items: list):
+    return api.post(URL, {"items": items}, format="json")
+
+
+def test_a_thousand_items_with_duplicates_and_invalid_ones_are_each_answered_in_order(
+    api, send, customers, django_capture_on_commit_callbacks
+):
+    items = [shipped(user, n) for n, user in enumerate(customers)]
+    earlier = {}
+    for n in range(0, 1000, 100):  # ten sent before, one by one: duplicates in the batch
+        body = {key: value for key, value in items[n].items() if key != "idempotency_key"}
+        earlier[n] = send(body, key=items[n]["idempotency_key"]).json()["id"]
+    invalid = {
+        7: ({**items[7], "kind": "nope"}, {"kind": ["unknown kind 'nope'"]}),
+        250: ({**items[250], "user_id": "ghost"},
+              {"user_id": ["unknown user 'ghost': create it first with PUT /api/v1/users/{user_id}"]}),
+        501: ({**items[501], "channel": "fax"}, {"channel": ['"fax" is not a valid choice.']}),
+        502: ({**items[502], "params": {"order": "50\x0012"}},
+              {"params": ["params.order: text may not contain NUL characters."]}),
+        999: ({**items[999], "params": {}}, {"params": ["missing params: order"]}),
+    }  # fmt: skip
+    for n, (item, _) in invalid.items():
+        items[n] = item
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post_batch(api, items)
+
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["accepted"], body["duplicates"], body["errors"]) == (985, 10, 5)
+    results = body["results"]
+    for n, result in enumerate(results):
+        if n in invalid:
+            assert (result["status"], result["body"]["fields"]) == (422, invalid[n][1]), n
+        elif n in earlier:
+            assert (result["status"], result["body"]["id"], result["body"]["duplicate"]) == (200, earlier[n], True)
+        else:
+            assert (result["status"], result["body"]["state"], result["body"]["duplicate"]) == (202, "queued", False)
+            assert result["body"]["idempotency_key"] == f"order-{n}-shipped"
+            assert result["body"]["user_id"] == f"c-{n}"
+            assert result["body"]["preview"] == f"Your order {n} has shipped"
+    assert Notification.objects.count() == 995
+    assert StateChange.objects.count() == 995
+    assert pending("standard") == 985  # the new ones, in one hand-over (the single sends ran no on-commit)
+
+
+def test_the_same_batch_again_is_a_thousand_duplicates(api, customers):
+    items = [shipped(user, n) for n, user in enumerate(customers)]
+    first = post_batch(api, items).json()
+    again = post_batch(api, items).json()
+
+    assert (first["accepted"], again["duplicates"], again["accepted"], again["errors"]) == (1000, 1000, 0, 0)
+    assert [r["status"] for r in again["results"]] == [200] * 1000
+    assert [r["body"]["id"] for r in again["results"]] == [r["body"]["id"] for r in first["results"]]
+    assert Notification.objects.count() == 1000
+
+
+def test_the_batch_is_set_based(api, customers):
+    items = [shipped(user, n) for n, user in enumerate(customers[:500])]
+    with CaptureQueriesContext(connection) as queries:
+        assert post_batch(api, items).json()["accepted"] == 500
+    writes = [q["sql"] for q in queries.captured_queries if "INSERT" in q["sql"]]
+    # The notifications and their first state changes, in one statement (accept_rows.insert_accepted).
+    assert len(writes) == 1
+    assert writes[0].count("INSERT INTO") == 2
+    assert "ON CONFLICT" in writes[0]
+    assert len(queries.captured_queries) < 20
+
+
+def test_an_item_answers_as_the_single_send_would(api, send):
+    body = {"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}}
+    single = send(body, key="single").json()
+    batched = post_batch(api, [{**body, "idempotency_key": "batched"}]).json()["results"][0]
+
+    assert batched["status"] == 202
+    differ = {"id", "idempotency_key", "created_at", "queued_at", "state_history"}
+    assert {k: v for k, v in batched["body"].items() if k not in differ} == {
+        k: v for k, v in single.items() if k not in differ
+    }
+    for history in (batched["body"]["state_history"], single["state_history"]):
+        assert [(c["from_state"], c["to_state"], c["reason"]) for c in history] == [("", "queued", "")]
+
+
+def test_a_key_repeated_in_one_batch_is_one_event(api):
+    first = {"idempotency_key": "k-1", "user_id": "u-ar-1", "kind": "shipped", "params": {"order": "1"}}
+    other_body = {**first, "params": {"order": "2"}}
+    results = post_batch(api, [first, first, other_body]).json()["results"]
+
+    assert [r["status"] for r in results] == [202, 200, 422]
+    assert results[1]["body"]["id"] == results[0]["body"]["id"]
+    assert results[1]["body"]["duplicate"] is True
+    assert results[2]["body"]["fields"] == {
+        "idempotency_key": ["'k-1' was already used for a different request; use a new key for a new event."]
+    }
+    assert Notification.objects.count() == 1
+
+
+def test_a_repeat_of_a_refused_item_is_tried_in_its_place(api):
+    refused = {"idempotency_key": "k-1", "user_id": "ghost", "kind": "shipped", "params": {"order": "1"}}
+    fixed = {**refused, "user_id": "u-ar-1"}
+    results = post_batch(api, [refused, fixed]).json()["results"]
+    assert [r["status"] for r in results] == [422, 202]
+
+
+@pytest.mark.parametrize(
+    ("item", "fields"),
+    [
+        ("not an object", {"body": ["Each item must be a JSON object: a send with its idempotency_key."]}),
+        ({"user_id": "u-ar-1", "kind": "shipped"}, {"idempotency_key": ["This field is required."]}),
+        ({"idempotency_key": "  ", "user_id": "u-ar-1", "kind": "shipped"},
+         {"idempotency_key": ["This field may not be blank."]}),
+        ({"idempotency_key": "a\tb", "user_id": "u-ar-1", "kind": "shipped", "params": {"order": "1"}},
+         {"idempotency_key": ["idempotency_key may not contain control characters."]}),
+        ({"idempotency_key": "k" * 256, "user_id": "u-ar-1", "kind": "shipped"},
+         {"idempotency_key": ["Ensure this field has no more than 255 characters."]}),
+        ({"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "colour": "red"},
+         {"colour": ["Unknown field."]}),
+    ],
+)  # fmt: skip
+def test_a_bad_item_is_a_422_result_and_the_others_are_sent(api, item, fields):
+    good = {"idempotency_key": "good", "user_id": "u-ar-1", "kind": "shipped", "params": {"order": "1"}}
+    response = post_batch(api, [item, good])
+    assert response.status_code == 200
+    [bad, sent] = response.json()["results"]
+    assert (bad["status"], bad["body"]["error"], bad["body"]["fields"]) == (422, "invalid", fields)
+    assert sent["status"] == 202
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{not json", "JSON parse error - Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        ("[]", "The body must be a JSON object."),
+        ('{"items": {}}', 'The body must be {"items": [...]}: a list of sends, each with its idempotency_key.'),
+        ('{"items": [], "x": 1}', 'The body must be {"items": [...]}: a list of sends, each with its idempotency_key.'),
+        ('{"items": []}', "A batch holds 1 to 1000 items; this one has 0. Split it."),
+        ('{"items": [' + ",".join(["{}"] * 1001) + "]}", "A batch holds 1 to 1000 items; this one has 1001. Split it."),
+    ],
+)
+def test_a_batch_of_the_wrong_shape_is_a_400(api, raw, message):
+    response = api.post(URL, raw, content_type="application/json")
+    assert (response.status_code, response.json()["message"]) == (400, message)
+    assert Notification.objects.count() == 0
+
+
+def test_a_batch_over_the_body_limit_is_a_413(api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = post_batch(api, [shipped("u-ar-1", n) for n in range(20)])
+    assert (response.status_code, response.json()["message"]) == (413, "The body is larger than 1000 bytes.")
+
+
+def test_it_refuses_callers_without_a_key(client):
+    response = client.post(URL, {"items": [shipped("u-ar-1", 1)]}, content_type="application/json")
+    assert (response.status_code, response.json()["error"]) == (401, "not_authenticated")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_racing_identical_batches_store_each_key_once(orders_service, customers):
+    """Two threads, each with its own PostgreSQL connection, accept the same 1,000 sends at once."""
+    requests = [
+        actions.SendRequest(idempotency_key=f"race-{n}", user_id=user, kind="shipped", params={"order": str(n)},
+                            channel=None, priority=None, send_at=None)
+        for n, user in enumerate(customers)
+    ]  # fmt: skip
+    barrier = threading.Barrier(2)
+
+    def accept(_):
+        try:
+            barrier.wait()
+            return actions.accept_batch(requests, client=orders_service[0])
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(accept, range(2))
+
+    assert Notification.objects.count() == 1000
+    assert StateChange.objects.count() == 1000
+    for a, b in zip(first, second, strict=True):
+        assert a.notification.pk == b.notification.pk
+        assert sorted([a.duplicate, b.duplicate]) == [False, True]
+
+
+EMBEDDED = """
+import json
+from django.test.utils import setup_test_environment
+from rest_framework.test import APIClient
+from django.core.management import call_command
+from backend.notifications.models import ApiClient, Notification, Recipient
+setup_test_environment()  # lets the test client's host "testserver" through ALLOWED_HOSTS
+call_command("demo_data", stdout=open("/dev/null", "w"))
+Recipient.objects.bulk_create([Recipient(user_id=f"c-{n}", email=f"c{n}@example.com") for n in range(300)])
+_, key = ApiClient.issue("orders")
+api = APIClient()
+api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+items = [{"idempotency_key": f"k-{n}", "user_id": f"c-{n}", "kind": "shipped", "params": {"order": str(n)}}
+         for n in range(300)]
+first = api.post("/api/v1/notifications/batch", {"items": items}, format="json").json()
+again = api.post("/api/v1/notifications/batch", {"items": items}, format="json").json()
+print("RESULT" + json.dumps([first["accepted"], again["duplicates"], Notification.objects.count()]))
+"""
+
+
+def test_the_embedded_default_sqlite_takes_a_batch(tmp_path):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'notify.sqlite3'}", "REDIS_URL": ""}
+    env["NOTIFY_DATA_DIR"] = str(tmp_path)
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300)
+    done = subprocess.run(
+        [*manage, "shell", "-c", EMBEDDED], cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True
+    )
+    assert json.loads(done.stdout.split("RESULT", 1)[1]) == [300, 300, 300]
+
+
+def test_the_rate_limits_count_a_batch_as_they_count_single_sends(api, settings):
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 3}}}
+    items = [shipped("u-en-1", n) for n in range(5)]
+    results = post_batch(api, items).json()["results"]
+    assert [(r["body"]["state"], r["body"]["reason"]) for r in results] == [("queued", "")] * 3 + [
+        ("suppressed", "rate-limited")
+    ] * 2
