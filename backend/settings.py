@@ -14,6 +14,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_str
+from backend.notifications.locales import RightToLeft
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -171,6 +172,8 @@ AUTH_PASSWORD_VALIDATORS = [
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("ar", "العربية"), ("fa", "فارسی")]
+# Which languages are written right to left: CLDR's answer (Babel), for ps, ckb, ug … as for ar.
+LANGUAGES_BIDI = RightToLeft()
 # Django's default would set the process time zone to America/Chicago.
 TIME_ZONE = "UTC"
 USE_I18N = True

@@ -18,8 +18,8 @@ from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.utils.translation import gettext as _
 
 from backend.notifications import links
+from backend.notifications.locales import text_direction
 from backend.notifications.models import Recipient
-from backend.notifications.models.recipient import text_direction
 
 
 def render_page(request: HttpRequest, template: str, context: dict, status: int = 200) -> HttpResponse:

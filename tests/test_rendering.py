@@ -67,7 +67,7 @@ def test_arabic_email_document_is_right_to_left():
 @pytest.mark.parametrize(("language", "direction"), [("ar", "rtl"), ("fa", "rtl"), ("he", "rtl"), ("ur", "rtl"),
                                                      ("en", "ltr"), ("fr", "ltr"), ("ar-EG", "rtl")])  # fmt: skip
 def test_text_direction(language, direction):
-    from backend.notifications.models.recipient import text_direction
+    from backend.notifications.locales import text_direction
 
     assert text_direction(language) == direction
 
