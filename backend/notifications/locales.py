@@ -7,7 +7,7 @@ from a list of our own.
 
 import unicodedata
 import zoneinfo
-from collections.abc import Container
+from collections.abc import Collection, Iterator
 from functools import lru_cache
 
 from babel import Locale, UnknownLocaleError
@@ -99,13 +99,19 @@ def rtl_languages() -> tuple[str, ...]:
     return tuple(sorted(code for code in bare if text_direction(code) == "rtl"))
 
 
-class RightToLeft(Container):
+class RightToLeft(Collection):
     """``code in RightToLeft()`` for any language ``text_direction`` calls right to left.
 
     Django's ``settings.LANGUAGES_BIDI`` (a fixed list of six) decides ``get_language_bidi`` and
     so ``dir`` in every page that asks Django, the admin's included; with this as the setting
-    they ask CLDR instead.
+    they ask CLDR instead. Iterating (Django's system check does) lists ``rtl_languages()``.
     """
 
     def __contains__(self, code: object) -> bool:
         return isinstance(code, str) and text_direction(code) == "rtl"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(rtl_languages())
+
+    def __len__(self) -> int:
+        return len(rtl_languages())

@@ -69,6 +69,7 @@ _HTML_ENV = sandbox.BoundedSandbox(
     undefined=_RecordingUndefined, autoescape=True, loader=DictLoader({}), finalize=lambda v: _finalize(v)
 )
 
+
 class RenderError(ValueError):
     """A template cannot be rendered with the given params.
 

@@ -13,6 +13,7 @@ from backend.notifications.models.notification import (
 )
 from backend.notifications.models.recipient import Device, Preference, Recipient
 from backend.notifications.models.template import TemplateVersion
+from backend.notifications.models.unsubscribe import UnsubscribeToken
 
 __all__ = [
     "ApiClient",
@@ -31,5 +32,6 @@ __all__ = [
     "State",
     "StateChange",
     "TemplateVersion",
+    "UnsubscribeToken",
     "VelocityAlarm",
 ]
