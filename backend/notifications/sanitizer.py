@@ -16,6 +16,8 @@ http(s) ``src`` only. ``dir`` and ``lang`` survive everywhere: a sanitizer that 
 silently turns Arabic paragraphs left to right.
 """
 
+import re
+
 import bleach
 import nh3
 from bleach.css_sanitizer import CSSSanitizer
@@ -63,8 +65,19 @@ CSS_PROPERTIES = frozenset(
 _CSS = CSSSanitizer(allowed_css_properties=CSS_PROPERTIES)
 
 
-def _img_source(element: str, attribute: str, value: str) -> str | None:
-    """nh3's attribute filter: an image loads over http(s) only (no ``data:``, no relative path in a mail)."""
+# Script-bearing schemes, refused in every attribute, not only in the URL ones nh3 knows.
+_SCRIPT_SCHEMES = ("javascript:", "vbscript:", "livescript:", "data:")
+_IGNORED_IN_SCHEMES = re.compile(r"[\x00-\x20]")  # browsers drop tabs and newlines, and trim controls and spaces
+
+
+def _attribute_filter(element: str, attribute: str, value: str) -> str | None:
+    """nh3's attribute filter (``value`` already decoded): None drops the attribute.
+
+    An image loads over http(s) only (no ``data:``, no relative path in a mail); a value that reads
+    as a script URL once tabs, newlines and controls are dropped goes from any attribute.
+    """
+    if _IGNORED_IN_SCHEMES.sub("", value).lower().startswith(_SCRIPT_SCHEMES):
+        return None
     if element == "img" and attribute == "src" and not value.lower().startswith(("https://", "http://")):
         return None
     return value
@@ -80,7 +93,7 @@ def sanitize_html(html: str) -> str:
         tags=set(ALLOWED_TAGS),
         clean_content_tags=set(CONTENT_DROPPED),
         attributes={tag: set(names) for tag, names in ALLOWED_ATTRIBUTES.items()},
-        attribute_filter=_img_source,
+        attribute_filter=_attribute_filter,
         url_schemes=set(ALLOWED_PROTOCOLS),
         link_rel=None,
         strip_comments=True,
