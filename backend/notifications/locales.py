@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from babel import Locale, UnknownLocaleError
 from babel.core import get_global
+from babel.dates import get_timezone_location
 from babel.localedata import locale_identifiers
 from django.conf.locale import LANG_INFO
 
@@ -115,3 +116,27 @@ class RightToLeft(Collection):
 
     def __len__(self) -> int:
         return len(rtl_languages())
+
+
+@lru_cache(maxsize=16)
+def time_zone_cities(language: str) -> dict[str, str]:
+    """Each choosable zone's city as CLDR names it in ``language`` (``Asia/Riyadh`` → ``الرياض`` in ``ar``).
+
+    CLDR's exemplar cities, through Babel; English for a language CLDR has no locale for, and the
+    IANA name's last part for a zone CLDR does not name. About half a second per language, once.
+    """
+    try:
+        locale = Locale.parse(language.replace("-", "_"))
+    except (ValueError, TypeError, UnknownLocaleError):
+        locale = Locale("en")
+    return {name: _city(name, locale) for name in time_zone_names()}
+
+
+def _city(name: str, locale: Locale) -> str:
+    fallback = name.rpartition("/")[2].replace("_", " ")
+    if "/" not in name or name.startswith("Etc/"):
+        return fallback
+    try:
+        return get_timezone_location(name, locale=locale, return_city=True)
+    except (LookupError, ValueError):
+        return fallback

@@ -233,8 +233,9 @@ def apply_fix(text: str, fix: str) -> str:
     """``text`` with one look-alike fix applied: ``"all"``, or ``"index:hex code point"`` from a button.
 
     The character must still be at that index (a click on a mark of an older
-    copy of the text changes nothing); ``replace_lookalikes`` picks the
-    replacement, so the page never decides one itself.
+    copy of the text changes nothing); ``analyze`` picks the replacement from
+    the whole text (a ZWNJ goes only from an otherwise GSM-7 text), so the page
+    never decides one itself.
     """
     if fix == "all":
         return replace_lookalikes(text)
@@ -245,7 +246,10 @@ def apply_fix(text: str, fix: str) -> str:
         return text
     if not 0 <= position < len(text) or text[position] != char:
         return text
-    return text[:position] + replace_lookalikes(char) + text[position + 1 :]
+    found = next((c for c in analyze(text).ucs2_characters if c.index == position), None)
+    if found is None or found.replacement is None:
+        return text
+    return text[:position] + found.replacement + text[position + 1 :]
 
 
 @dataclass(frozen=True)
