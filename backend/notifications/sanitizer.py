@@ -63,6 +63,8 @@ CSS_PROPERTIES = frozenset(
     }
 )  # fmt: skip
 _CSS = CSSSanitizer(allowed_css_properties=CSS_PROPERTIES)
+# An <img> whose source was refused shows nothing but a broken-image box: it goes.
+_IMAGE_WITHOUT_SOURCE = re.compile(r"<img(?![^>]*\ssrc=)[^>]*>")
 
 
 # Script-bearing schemes, refused in every attribute, not only in the URL ones nh3 knows.
@@ -98,7 +100,7 @@ def sanitize_html(html: str) -> str:
         link_rel=None,
         strip_comments=True,
     )
-    return bleach.clean(
+    cleaned = bleach.clean(
         cleaned,
         tags=ALLOWED_TAGS,
         attributes={tag: sorted(names | _GLOBAL_ATTRIBUTES) for tag, names in ALLOWED_ATTRIBUTES.items()},
@@ -107,3 +109,4 @@ def sanitize_html(html: str) -> str:
         strip=True,
         strip_comments=True,
     )
+    return _IMAGE_WITHOUT_SOURCE.sub("", cleaned)
