@@ -137,9 +137,21 @@ def test_the_time_zone_picker_lists_every_zone_grouped_by_region(client):
     values = re.findall(r'<option value="([^"]+)"', picker)
     assert sorted(values) == sorted(locales.time_zone_names())
     assert "Factory" not in values and "localtime" not in values
-    assert '<option value="Asia/Riyadh" selected>Riyadh (UTC+03:00)</option>' in picker
+    # CLDR's names of the cities (Babel), the offset isolated so that it keeps its order in RTL.
+    assert '<option value="Asia/Riyadh" selected>الرياض (\u2068UTC+03:00\u2069)</option>' in picker
     assert '<optgroup label="آسيا">' in picker
-    assert '<option value="America/Argentina/Buenos_Aires">Argentina / Buenos Aires (UTC-03:00)</option>' in picker
+    assert '<option value="America/Argentina/Buenos_Aires">بوينوس أيرس (\u2068UTC-03:00\u2069)</option>' in picker
+
+
+def test_the_persian_page_names_the_zones_in_persian(client):
+    Recipient.objects.filter(user_id="u-fa-1").update(time_zone="Asia/Tehran")
+    html = client.get(page_url("u-fa-1")).content.decode()
+    assert '<option value="Asia/Tehran" selected>تهران (\u2068UTC+03:30\u2069)</option>' in html
+
+
+def test_the_english_page_keeps_the_iana_names(client):
+    html = client.get(page_url("u-en-1")).content.decode()
+    assert '<option value="America/Argentina/Buenos_Aires">Argentina / Buenos Aires (UTC-03:00)</option>' in html
 
 
 # Tampered and expired links
