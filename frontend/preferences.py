@@ -140,7 +140,7 @@ def _time_zone_groups(current: str) -> list[tuple[str, list[tuple[str, str]]]]:
 def _languages(current: str) -> list[tuple[str, str]]:
     known = dict(settings.LANGUAGES)
     if current not in known:
-        known[current] = translation.get_language_info(current)["name_local"] if current else current
+        known[current] = locales.native_name(current) if current else current
     return list(known.items())
 
 

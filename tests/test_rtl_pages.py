@@ -67,3 +67,13 @@ def test_django_asks_cldr_which_languages_are_bidi(language, bidi):
     # settings.LANGUAGES_BIDI decides dir in every page that asks Django (the admin's, base.html, the inbox).
     with translation.override(language):
         assert translation.get_language_bidi() is bidi
+
+
+@pytest.mark.parametrize(("language", "name"), [("ps", "پښتو"), ("ckb", "کوردیی ناوەندی"), ("ug", "ئۇيغۇرچە")])
+def test_the_preference_center_of_a_language_django_does_not_know_opens_right_to_left(client, language, name):
+    Recipient.objects.create(user_id=f"u-{language}", email="x@example.com", language=language, time_zone="Asia/Kabul")
+    response = client.get(reverse("frontend:preferences", args=[links.preference_token(f"u-{language}")]))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert f'<html lang="{language}" dir="rtl">' in html
+    assert f'<option value="{language}" lang="{language}" selected>{name}</option>' in html

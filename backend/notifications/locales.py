@@ -140,3 +140,12 @@ def _city(name: str, locale: Locale) -> str:
         return get_timezone_location(name, locale=locale, return_city=True)
     except (LookupError, ValueError):
         return fallback
+
+
+def native_name(code: str) -> str:
+    """A language's name in itself (``ps`` → ``پښتو``), from CLDR, else Django's ``LANG_INFO``, else the code."""
+    try:
+        name = Locale.parse(code.replace("-", "_")).get_display_name()
+    except (ValueError, TypeError, UnknownLocaleError):
+        name = None
+    return name or LANG_INFO.get(code, {}).get("name_local") or code

@@ -34,8 +34,8 @@ def language_choices() -> list[tuple[str, str]]:
 def _language_name(code: str) -> str:
     try:
         return f"{get_language_info(code)['name']} ({code})"
-    except KeyError:
-        return code
+    except KeyError:  # a language CLDR knows and Django does not (ps, dv): its own name
+        return f"{locales.native_name(code)} ({code})"
 
 
 def country_choices() -> list[tuple[str, str]]:
