@@ -8,6 +8,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from backend import checks
 from backend.notifications.delivery import dispatch
 from backend.notifications.models import Notification
 
@@ -58,3 +59,24 @@ def test_without_a_key_mail_goes_unsigned(send, smtp_sink):
     raw = _raw_mail(send, smtp_sink, "shipped", {"order": "5012"})
     assert b"DKIM-Signature" not in raw
     assert Notification.objects.get(idempotency_key="shipped-dkim").state == "sent"
+
+
+@pytest.mark.parametrize(
+    ("dkim", "message"),
+    [
+        ({"DOMAIN": "example.com", "SELECTOR": "", "PRIVATE_KEY": ""},
+         "DKIM needs all of NOTIFY_DKIM_DOMAIN, NOTIFY_DKIM_SELECTOR and NOTIFY_DKIM_PRIVATE_KEY(_FILE)."),
+        ({"DOMAIN": "example.com", "SELECTOR": "s1", "PRIVATE_KEY": "not a key"},
+         "DKIM cannot sign with NOTIFY_DKIM_PRIVATE_KEY: "),
+    ],
+)  # fmt: skip
+def test_a_half_configured_or_unusable_dkim_stops_the_checks(settings, dkim, message):
+    settings.NOTIFY = {**settings.NOTIFY, "DKIM": dkim}
+    [error] = checks.check_dkim(None)
+    assert (error.id, error.msg[: len(message)]) == ("notify.E004", message)
+
+
+def test_a_working_key_and_no_dkim_at_all_pass_the_checks(settings, dkim_key):
+    assert checks.check_dkim(None) == []
+    settings.NOTIFY = {**settings.NOTIFY, "DKIM": {"DOMAIN": "", "SELECTOR": "", "PRIVATE_KEY": ""}}
+    assert checks.check_dkim(None) == []

@@ -35,6 +35,28 @@ class DkimSettings:
         return bool(self.domain and self.selector and self.private_key)
 
 
+_PROBE = b"From: probe@example.com\r\nSubject: probe\r\n\r\nprobe\r\n"
+
+
+def configuration_problem(config: DkimSettings) -> str:
+    """Why DKIM as configured cannot work ("" when it can, or when it is off): a part missing, an unusable key."""
+    given = [bool(config.domain), bool(config.selector), bool(config.private_key)]
+    if not any(given):
+        return ""
+    if not all(given):
+        return "DKIM needs all of NOTIFY_DKIM_DOMAIN, NOTIFY_DKIM_SELECTOR and NOTIFY_DKIM_PRIVATE_KEY(_FILE)."
+    problem = _key_problem(config)
+    return f"DKIM cannot sign with NOTIFY_DKIM_PRIVATE_KEY: {problem}" if problem else ""
+
+
+def _key_problem(config: DkimSettings) -> str:
+    try:
+        signature(_PROBE, config)
+    except (dkim.DKIMException, ValueError) as exc:
+        return str(exc) or exc.__class__.__name__
+    return ""
+
+
 def current() -> DkimSettings:
     """The DKIM settings in force (``settings.NOTIFY["DKIM"]``)."""
     return DkimSettings(settings.NOTIFY["DKIM"])
