@@ -80,6 +80,14 @@ def test_an_arabic_email_isolates_each_param_in_html_and_text():
     assert '<a href="mailto:help@example.com"><bdi>help@example.com</bdi></a>' in out.html
 
 
+def test_a_value_the_author_isolated_is_not_wrapped_twice():
+    version = TemplateVersion(
+        language="ar", channel="email", html_body="<p>رقم <bdi>{{ order }}</bdi> و {{ order }}</p>"
+    )
+    html = rendering.render(version, SUPPORT).html
+    assert '<p dir="rtl">رقم <bdi>#A-1042</bdi> و <bdi>#A-1042</bdi></p>' in html
+
+
 def test_tables_and_blocks_of_rtl_mail_carry_dir():
     html = rendering.render(_version(), SUPPORT).html
     body = html.split("<body", 1)[1]

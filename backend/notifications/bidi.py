@@ -33,6 +33,7 @@ PDI = "\u2069"  # POP DIRECTIONAL ISOLATE
 _NOT_TEXT = re.compile(
     r"<(script|style|title|textarea|xmp)\b[^>]*>.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.IGNORECASE | re.DOTALL
 )
+_AUTHOR_BDI = re.compile(f"(<bdi\\b[^>]*>){MARK_START}([^{MARK_START}{MARK_END}]*){MARK_END}(</bdi>)", re.IGNORECASE)
 _BLOCKS = re.compile(
     r"<(table|thead|tbody|tfoot|tr|td|th|p|div|ul|ol|li|h[1-6]|blockquote|pre|center)\b(?![^>]*\sdir=)",
     re.IGNORECASE,
@@ -67,7 +68,11 @@ def mark_html(value: str) -> Markup:
 
 
 def place_isolates(html: str) -> str:
-    """Marked values become ``<bdi>…</bdi>`` where they are text; inside tags, comments and raw text the marks go."""
+    """Marked values become ``<bdi>…</bdi>`` where they are text; inside tags, comments and raw text the marks go.
+
+    A value the author already put alone in a ``<bdi>`` is not wrapped twice.
+    """
+    html = _AUTHOR_BDI.sub(r"\1\2\3", html)
     out, position = [], 0
     for match in _NOT_TEXT.finditer(html):
         out.append(_to_bdi(html[position : match.start()]))
