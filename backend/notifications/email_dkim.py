@@ -85,6 +85,7 @@ class SignedMessage:
         self._config = config
 
     def as_bytes(self, linesep: str = "\r\n") -> bytes:
+        """The message as sent, ``DKIM-Signature:`` first; the signature covers exactly these bytes."""
         raw = self._message.as_bytes(linesep=linesep)
         return signature(raw, self._config) + raw
 
