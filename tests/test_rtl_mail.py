@@ -154,8 +154,8 @@ def test_arabic_marketing_mail_has_the_footer_right_to_left_with_both_links(send
     assert "إلغاء الاشتراك في «العروض التسويقية»" in html
     assert "إعدادات الإشعارات" in html
     text = mail.get_body(("plain",)).get_content().replace("\r\n", "\n")
-    assert f"إلغاء الاشتراك في «العروض التسويقية»: {unsubscribe}\n" in text
-    assert "إعدادات الإشعارات: http://127.0.0.1:8000/preferences/" in text
+    assert f"إلغاء الاشتراك في «العروض التسويقية»: {FSI}{unsubscribe}{PDI}\n" in text
+    assert f"إعدادات الإشعارات: {FSI}http://127.0.0.1:8000/preferences/" in text
     assert str(mail["List-Unsubscribe"]).strip().startswith(f"<{unsubscribe}>")
     # The preference link in the footer opens that person's preference center.
     preference_path = parsed.anchors[1].removeprefix("http://127.0.0.1:8000")
@@ -185,7 +185,7 @@ def test_a_digest_holding_marketing_items_carries_headers_and_footer(send):
     assert message.headers["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     assert f"/unsubscribe/{token}" in message.headers["List-Unsubscribe"]
     assert f'<a href="http://127.0.0.1:8000/unsubscribe/{token}">' in message.html
-    assert f"/unsubscribe/{token}\n" in message.text
+    assert f"/unsubscribe/{token}{PDI}\n" in message.text
 
 
 @pytest.mark.usefixtures("demo_data")

@@ -16,6 +16,7 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 
 from backend.notifications import links
+from backend.notifications.bidi import isolate_text
 from backend.notifications.locales import text_direction
 from backend.notifications.models import Category, Kind, Notification, Recipient
 from backend.notifications.rendering import Rendered
@@ -40,8 +41,11 @@ class Footer:
 
     @property
     def text(self) -> str:
-        """The plain-text part's footer: after a signature separator ("-- "), one line per link."""
-        lines = [self.reason, *(f"{link.label}: {link.url}" for link in self.links)]
+        """The plain-text part's footer: after a signature separator ("-- "), one line per link.
+
+        In a right-to-left footer each URL sits between U+2068 and U+2069, as inserted values do (``bidi``).
+        """
+        lines = [self.reason, *(f"{link.label}: {isolate_text(link.url, self.direction)}" for link in self.links)]
         return "\n\n-- \n" + "\n".join(lines) + "\n"
 
     @property
