@@ -94,10 +94,13 @@ def _letter_direction(prefix: str) -> str:
 def rtl_languages() -> tuple[str, ...]:
     """Every bare language CLDR has locale data for that is written right to left, sorted (about 25).
 
-    Reads each CLDR locale once per process (about a second), for the editor's language list.
+    A locale's direction is its script's: each bare language's likely script (CLDR's likely
+    subtags) is judged once, reading one locale per script (about 40) rather than all 330.
+    Django's system check iterates this at every process start.
     """
-    bare = (code for code in locale_identifiers() if "_" not in code and code not in _NOT_LANGUAGES)
-    return tuple(sorted(code for code in bare if text_direction(code) == "rtl"))
+    bare = [code for code in locale_identifiers() if "_" not in code and code not in _NOT_LANGUAGES]
+    scripts = {code: _likely_script(code) for code in bare}
+    return tuple(sorted(code for code in bare if scripts[code] and _script_direction(scripts[code]) == "rtl"))
 
 
 class RightToLeft(Collection):
