@@ -51,3 +51,14 @@ def check_providers_file(app_configs, **kwargs):
     except ProvidersFileError as exc:
         return [Error(f"The providers file is unusable: {exc}", hint="See README, 'Providers file'.", id="notify.E003")]
     return []
+
+
+@register()
+def check_dkim(app_configs, **kwargs):
+    """DKIM half configured, or with a key dkimpy cannot sign with, would send every mail unsigned or fail it."""
+    from backend.notifications import email_dkim
+
+    problem = email_dkim.configuration_problem(email_dkim.current())
+    if problem:
+        return [Error(problem, hint="See README, NOTIFY_DKIM_* in the configuration table.", id="notify.E004")]
+    return []

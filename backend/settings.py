@@ -15,6 +15,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_str, env_web_url
+from backend.notifications.locales import RightToLeft
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -175,6 +176,8 @@ AUTH_PASSWORD_VALIDATORS = [
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("ar", "العربية"), ("fa", "فارسی")]
+# Which languages are written right to left: CLDR's answer (Babel), for ps, ckb, ug … as for ar.
+LANGUAGES_BIDI = RightToLeft()
 # Django's default would set the process time zone to America/Chicago.
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -326,6 +329,13 @@ NOTIFY = {
     "PREFERENCE_LINK_TTL": env_int("NOTIFY_PREFERENCE_LINK_TTL", 7 * 86400, minimum=60),
     "UNSUBSCRIBE_LINK_TTL": env_int("NOTIFY_UNSUBSCRIBE_LINK_TTL", 365 * 86400, minimum=86400),
     "UNSUBSCRIBE_MAILTO": env_str("NOTIFY_UNSUBSCRIBE_MAILTO", "unsubscribe@localhost"),
+    # DKIM signing of outgoing mail (backend/notifications/email_dkim.py): off unless all three are set;
+    # the key is PEM, from NOTIFY_DKIM_PRIVATE_KEY or the file named by NOTIFY_DKIM_PRIVATE_KEY_FILE.
+    "DKIM": {
+        "DOMAIN": env_str("NOTIFY_DKIM_DOMAIN", ""),
+        "SELECTOR": env_str("NOTIFY_DKIM_SELECTOR", ""),
+        "PRIVATE_KEY": env_str("NOTIFY_DKIM_PRIVATE_KEY", ""),
+    },
     # The template editor's preview worker (frontend/editor/worker.py): seconds a preview may take, and
     # MiB a render may allocate, before the worker is replaced / the render fails.
     "PREVIEW_TIMEOUT": env_float("NOTIFY_PREVIEW_TIMEOUT", 1.5, minimum=0.1),

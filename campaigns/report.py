@@ -27,8 +27,8 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 
 from backend.notifications import masking, rendering
+from backend.notifications.locales import text_direction
 from backend.notifications.models import Attempt, Channel, Notification, State, TemplateVersion
-from backend.notifications.models.recipient import text_direction
 from backend.notifications.pricing import decimal_str
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit
 

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from backend.notifications import actions, links, locales
 from backend.notifications.masking import mask_email, mask_phone
+from backend.notifications.locales import text_direction
 from backend.notifications.models import Category, Channel, Kind, Preference, Recipient
 from frontend.signed_pages import for_person, render_page, status_message
 
@@ -127,23 +128,32 @@ def _marketing_stopped(group: dict | None) -> bool:
 
 
 def _time_zone_groups(current: str) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Every IANA zone, grouped by region (sorted), each as (name, "City (UTC+03:00)")."""
+    """Every IANA zone, grouped by region (sorted), each as (name, "City (UTC+03:00)"), sorted by label.
+
+    In English the city is the IANA name's (``Argentina / Buenos Aires``); in any other language
+    CLDR's name for it (``الرياض``, ``ریاض``: ``locales.time_zone_cities``). The offset stays in
+    Latin digits, isolated in right-to-left pages so that it keeps its order.
+    """
     now = timezone.now()
-    names = set(locales.time_zone_names()) | {current}
+    language = translation.get_language() or "en"
+    cities = {} if language.split("-")[0] == "en" else locales.time_zone_cities(language)
+    isolate = ("\u2068", "\u2069") if text_direction(language) == "rtl" else ("", "")
     by_region: dict[str, list[tuple[str, str]]] = {}
-    for name in sorted(names):
+    for name in set(locales.time_zone_names()) | {current}:
         region, _sep, place = name.partition("/")
         label = REGION_LABELS.get(region, _("Other")) if place else _("Other")
-        city = (place or name).replace("_", " ").replace("/", " / ")
+        city = cities.get(name) or (place or name).replace("_", " ").replace("/", " / ")
         offset = now.astimezone(ZoneInfo(name)).strftime("%z")
-        by_region.setdefault(str(label), []).append((name, f"{city} (UTC{offset[:3]}:{offset[3:]})"))
-    return sorted(by_region.items(), key=lambda item: (item[0] == _("Other"), item[0]))
+        utc = f"{isolate[0]}UTC{offset[:3]}:{offset[3:]}{isolate[1]}"
+        by_region.setdefault(str(label), []).append((name, f"{city} ({utc})"))
+    groups = [(region, sorted(zones, key=lambda z: (z[1].casefold(), z[0]))) for region, zones in by_region.items()]
+    return sorted(groups, key=lambda item: (item[0] == _("Other"), item[0]))
 
 
 def _languages(current: str) -> list[tuple[str, str]]:
     known = dict(settings.LANGUAGES)
     if current not in known:
-        known[current] = translation.get_language_info(current)["name_local"] if current else current
+        known[current] = locales.native_name(current) if current else current
     return list(known.items())
 
 

@@ -3,12 +3,13 @@
 ``for_person(resolve)`` wraps such a view: it turns the token into the
 recipient, answers a tampered link 400 and an expired one 410 with a page
 that says which (in the person's language when the link still names them,
-else English), and renders the view in the person's language and time zone.
+else the browser's, from Accept-Language), and renders the view in the person's language and time zone.
 The link is the only credential, so its pages are never cached and never
 send it to another site in a Referer.
 """
 
 from collections.abc import Callable
+from contextlib import suppress
 from functools import wraps
 
 from django.http import HttpRequest, HttpResponse
@@ -18,8 +19,8 @@ from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.utils.translation import gettext as _
 
 from backend.notifications import links
+from backend.notifications.locales import text_direction
 from backend.notifications.models import Recipient
-from backend.notifications.models.recipient import text_direction
 
 
 def render_page(request: HttpRequest, template: str, context: dict, status: int = 200) -> HttpResponse:
@@ -37,16 +38,28 @@ def status_message(request: HttpRequest, text: str, status: int, ok: bool = Fals
     return render_page(request, "frontend/preferences/_status.html", {"ok": ok, "message": text}, status=status)
 
 
-def _language_of_expired(token: str) -> str:
+def _language_of_expired(token: str) -> str | None:
     user_id = links.user_of_expired(token)
-    language = Recipient.objects.filter(user_id=user_id).values_list("language", flat=True).first() if user_id else None
-    return language or "en"
+    return Recipient.objects.filter(user_id=user_id).values_list("language", flat=True).first() if user_id else None
+
+
+def error_language(request: HttpRequest, token: str, expired: bool) -> str:
+    """The language of a link-error page: the link owner's (an expired link still names them), else the browser's.
+
+    Only a language the pages are translated into (``settings.LANGUAGES``); the browser's comes from
+    ``Accept-Language`` (``get_language_from_request``), English when it names none of them.
+    """
+    owner = _language_of_expired(token) if expired else None
+    if owner:
+        with suppress(LookupError):
+            return translation.get_supported_language_variant(owner)
+    return translation.get_language_from_request(request)
 
 
 def link_error(request: HttpRequest, token: str, expired: bool, status: int | None = None) -> HttpResponse:
-    """400 "not valid" or 410 "expired", as a page or, for HTMX, as the status partial."""
+    """400 "not valid" or 410 "expired", as a page or, for HTMX, as the status partial, in ``error_language``."""
     status = status or (410 if expired else 400)
-    with translation.override(_language_of_expired(token) if expired else "en"):
+    with translation.override(error_language(request, token, expired)):
         if expired:
             title = _("This link has expired")
             text = _(
@@ -60,8 +73,11 @@ def link_error(request: HttpRequest, token: str, expired: bool, status: int | No
                 "Open it again from the message you received, or ask for a new link."
             )
         if request.htmx:
-            return status_message(request, f"{title}. {text}", status)
-        return render_page(request, "frontend/link_error.html", {"title": title, "text": text}, status=status)
+            response = status_message(request, f"{title}. {text}", status)
+        else:
+            response = render_page(request, "frontend/link_error.html", {"title": title, "text": text}, status=status)
+    patch_vary_headers(response, ["Accept-Language"])
+    return response
 
 
 def _as_person(request: HttpRequest, token: str, resolve: Callable[[str], str], view, *args, **kwargs) -> HttpResponse:

@@ -25,7 +25,7 @@ from typing import TypedDict
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from backend.notifications.models.recipient import text_direction
+from backend.notifications.locales import text_direction
 from inbox.models import InboxMessage
 
 logger = logging.getLogger(__name__)

@@ -4,8 +4,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from backend.notifications.locales import text_direction
 from backend.notifications.models import Notification, Recipient
-from backend.notifications.models.recipient import text_direction
 
 
 class InboxMessage(models.Model):

@@ -2,7 +2,7 @@
 
 Every view starts from ``_person(link)``, which checks the signed link and
 returns the recipient; pages render in the recipient's language (``dir="rtl"``
-for ar, fa, he, ur) and time zone. Live updates come from ``widget.js``: on any
+for every language CLDR writes right to left) and time zone. Live updates come from ``widget.js``: on any
 inbox event it fires ``inboxchanged`` on ``<body>``, and the list re-renders
 itself from ``messages`` (one template renders a message, server side).
 ``?show=unread`` / ``archived`` filter the list (default: every message not archived).

@@ -26,7 +26,7 @@ def test_arabic_mail_has_rtl_html_and_a_plain_text_part(send, smtp_sink):
     assert mail.get_content_type() == "multipart/alternative"
     text, html = (part for part in mail.iter_parts())
     assert text.get_content_type() == "text/plain"
-    assert text.get_content().strip() == "خبر سار: طلبك رقم 5012 في الطريق إليك."
+    assert text.get_content().strip() == "خبر سار: طلبك رقم \u20685012\u2069 في الطريق إليك."
     assert html.get_content_type() == "text/html"
     assert '<html lang="ar" dir="rtl">' in html.get_content()
     assert "<bdi>5012</bdi>" in html.get_content()

@@ -136,7 +136,7 @@ def test_the_worker_answers_what_the_call_returns_or_raises():
     assert worker.run(len, "abc") == 3
     with pytest.raises(ValueError, match="invalid literal for int"):
         worker.run(int, "x")
-    [failed] = worker.run(preview.render_fields, "en", "", "{{ nobody }}", "", [{}])
+    [failed] = worker.run(preview.render_fields, "en", "sms", "", "{{ nobody }}", "", [{}])
     assert failed.missing == ["nobody"]  # a RenderError crosses the process whole
 
 

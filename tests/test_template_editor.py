@@ -171,7 +171,9 @@ def test_the_arabic_email_preview_renders_the_document_with_lang_and_dir(as_edit
     srcdoc = re.search(r'<iframe [^>]*srcdoc="([^"]*)"', page).group(1)
     assert "&lt;html lang=&quot;ar&quot; dir=&quot;rtl&quot;&gt;" in srcdoc
     assert "&lt;bdi&gt;5012&lt;/bdi&gt;" in srcdoc
-    assert 'id="email-text" dir="rtl" lang="ar">خبر سار: طلبك رقم 5012 في الطريق إليك.</pre>' in page
+    # The preview shows the text part as sent: the inserted order number between U+2068 and U+2069.
+    assert 'id="email-text" dir="rtl" lang="ar">خبر سار: طلبك رقم \u20685012\u2069 في الطريق إليك.</pre>' in page
+    assert 'id="email-isolation"' in page
 
 
 # --- saving ---------------------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 import json
 
 from django.contrib import admin, messages
+from django.contrib.admin import widgets
+from django.db import models
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -46,8 +48,26 @@ _FILTER_SUFFIXES = ("", "__exact", "__isnull", "__isempty", "__id__exact", "__gt
 _DATE_SUFFIXES = ("__year", "__month", "__day")
 
 
-class ListedFiltersOnly:
+class AutoDirection:
+    """Text in the admin reads in its own direction: an Arabic name right to left in an English page.
+
+    Text inputs and text areas get ``dir="auto"`` (the direction of their first strong character);
+    read-only values and list cells the same through CSS (``unicode-bidi: plaintext``).
+    """
+
+    formfield_overrides = {
+        models.CharField: {"widget": widgets.AdminTextInputWidget(attrs={"dir": "auto"})},
+        models.TextField: {"widget": widgets.AdminTextareaWidget(attrs={"dir": "auto"})},
+    }
+
+    class Media:
+        css = {"all": ["frontend/admin-direction.css"]}
+
+
+class ListedFiltersOnly(AutoDirection):
     """The change list filters as its ``list_filter`` and ``date_hierarchy`` do, nothing else (400).
+
+    Every model admin of the project uses it, so each also reads text in its own direction (``AutoDirection``).
 
     Django lets a URL filter on any field of the model itself (``?body__contains=4829``): the count
     it answers reads a secret field (an in-app OTP's body, a pending notification's params) one
@@ -88,14 +108,14 @@ class TemplateVersionAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
         return format_html('<a href="{}">{}</a>', reverse("frontend:template-version", args=[version.pk]), label)
 
 
-class DeviceInline(admin.TabularInline):
+class DeviceInline(AutoDirection, admin.TabularInline):
     model = Device
     extra = 0
     fields = ["platform", "token", "last_seen_at", "disabled_at", "disabled_reason"]
     readonly_fields = ["last_seen_at", "disabled_at", "disabled_reason"]
 
 
-class PreferenceInline(admin.TabularInline):
+class PreferenceInline(AutoDirection, admin.TabularInline):
     model = Preference
     extra = 0
     fields = ["kind", "channel", "enabled", "updated_at"]

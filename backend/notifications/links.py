@@ -1,18 +1,28 @@
 """Signed links for people who have no login: the preference center and one-click unsubscribe.
 
-Tokens are signed with ``SECRET_KEY`` (``django.core.signing``, a salt per
-purpose) and carry their issue time: a preference link expires after
-``NOTIFY_PREFERENCE_LINK_TTL`` seconds, an unsubscribe link after
-``NOTIFY_UNSUBSCRIBE_LINK_TTL`` (mail is read late; RFC 8058 asks that the
-link keep working). A tampered token and an expired one are told apart so
-the page can say which.
+Preference-center tokens are signed with ``SECRET_KEY`` (``django.core.signing``,
+a salt per purpose) and carry their issue time: they expire after
+``NOTIFY_PREFERENCE_LINK_TTL`` seconds. A tampered token and an expired one are
+told apart so the page can say which.
+
+Unsubscribe tokens are opaque: a random value stored with what it turns off
+(``UnsubscribeToken``, one per recipient × kind × channel), so a mail's links
+say nothing about the user id however they are decoded. They do not expire (RFC
+8058 asks that the link keep working; mail is read late). Signed unsubscribe
+tokens of older mail (they hold the user id) are still honoured until
+``NOTIFY_UNSUBSCRIBE_LINK_TTL`` after they were issued, then refused as expired;
+no new ones are made.
 """
 
+import secrets
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core import signing
+from django.db import IntegrityError, transaction
 from django.urls import reverse
+
+from backend.notifications.models import Recipient, UnsubscribeToken
 
 _PREFERENCES = "notify.preference-link"
 _UNSUBSCRIBE = "notify.unsubscribe"
@@ -63,13 +73,40 @@ def preference_url(user_id: str) -> str:
 
 
 def unsubscribe_token(user_id: str, kind: str, channel: str = "email") -> str:
-    return signing.dumps({"u": user_id, "k": kind, "c": channel}, salt=_UNSUBSCRIBE, compress=True)
+    """The recipient's opaque token for ``kind`` on ``channel``, made on first use; the same one ever after.
+
+    Raises ``Recipient.DoesNotExist`` for an unknown user id.
+    """
+    recipient = Recipient.objects.get(user_id=user_id)
+    existing = UnsubscribeToken.objects.filter(recipient=recipient, kind=kind, channel=channel).first()
+    if existing is not None:
+        return existing.token
+    try:
+        with transaction.atomic():
+            return UnsubscribeToken.objects.create(
+                token=secrets.token_urlsafe(24), recipient=recipient, kind=kind, channel=channel
+            ).token
+    except IntegrityError:  # a concurrent delivery made it first
+        return UnsubscribeToken.objects.get(recipient=recipient, kind=kind, channel=channel).token
 
 
 def unsubscribe_target(token: str) -> Unsubscribe:
-    """What an unsubscribe token turns off; raises ``LinkError``."""
-    data = _load(token, _UNSUBSCRIBE, settings.NOTIFY["UNSUBSCRIBE_LINK_TTL"])
-    return Unsubscribe(user_id=data["u"], kind=data["k"], channel=data["c"])
+    """What an unsubscribe token turns off; raises ``LinkError``.
+
+    A signed token (it holds ":") is one of older mail, honoured until it expires (module docstring).
+    """
+    if ":" in token:
+        data = _load(token, _UNSUBSCRIBE, settings.NOTIFY["UNSUBSCRIBE_LINK_TTL"])
+        return Unsubscribe(user_id=data["u"], kind=data["k"], channel=data["c"])
+    row = UnsubscribeToken.objects.filter(token=token).values_list("recipient__user_id", "kind", "channel").first()
+    if row is None:
+        raise LinkError("This link is not valid: it may have been copied incompletely.", expired=False)
+    return Unsubscribe(*row)
+
+
+def unsubscribe_url(user_id: str, kind: str) -> str:
+    """The https page behind the one-click link (also the footer's unsubscribe link)."""
+    return absolute(reverse("frontend:unsubscribe", args=[unsubscribe_token(user_id, kind)]))
 
 
 def unsubscribe_headers(user_id: str, kind: str) -> dict[str, str]:

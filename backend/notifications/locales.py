@@ -1,9 +1,23 @@
-"""What a user may choose as language and time zone: one list for the API and the preference center."""
+"""What a user may choose as language and time zone, and which way a language is written.
 
+One list for the API and the preference center, and one direction function for every page,
+mail, preview, PDF and widget: both from CLDR (through Babel) and Django's ``LANG_INFO``, never
+from a list of our own.
+"""
+
+import unicodedata
 import zoneinfo
+from collections.abc import Collection, Iterator
 from functools import lru_cache
 
+from babel import Locale, UnknownLocaleError
+from babel.core import get_global
+from babel.dates import get_timezone_location
+from babel.localedata import locale_identifiers
 from django.conf.locale import LANG_INFO
+
+# CLDR's codes for "no language", "several", "undetermined" and "other": not a language a person reads.
+_NOT_LANGUAGES = frozenset({"mis", "mul", "und", "zxx"})
 
 
 @lru_cache(maxsize=1)
@@ -14,10 +28,127 @@ def time_zone_names() -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def language_codes() -> frozenset[str]:
-    """Every language a user may choose: ISO 639-1 (or 639-2) codes Django knows, without a region."""
-    return frozenset(code for code in LANG_INFO if "-" not in code)
+    """Every language a user may choose: the ISO 639-1 or 639-2/3 codes Django or CLDR knows, without a region.
+
+    CLDR names about 650 languages (``ps``, ``dv``, ``arc`` among them) where Django has about 90.
+    """
+    cldr = (code for code in Locale("en").languages if code.isalpha() and code.islower())
+    django = (code for code in LANG_INFO if "-" not in code)
+    return frozenset({*cldr, *django}) - _NOT_LANGUAGES
 
 
 def is_language(code: str) -> bool:
-    """An ISO 639-1 (or 639-2) code Django knows, without a region (``ar``, not ``ar-EG``)."""
+    """An ISO 639 code Django or CLDR knows, without a region (``ar``, not ``ar-EG``)."""
     return code in language_codes()
+
+
+@lru_cache(maxsize=1024)
+def text_direction(language: str) -> str:
+    """``"rtl"`` or ``"ltr"``: how ``language`` (``ps``, ``ckb``, ``ar-EG``, ``sd_Deva``) is written.
+
+    Sources, in order: the language's CLDR locale data (Babel's ``Locale.text_direction``);
+    for a language without locale data (``arc``, Aramaic), the direction of the script CLDR's
+    likely subtags give it, taken from a locale that writes that script or else from the
+    Unicode bidi class of that script's letters. Unknown or malformed codes are ``"ltr"``.
+    """
+    code = language.strip().replace("-", "_")
+    try:
+        return _direction_of(Locale.parse(code))
+    except (ValueError, TypeError, UnknownLocaleError):
+        pass
+    script = _likely_script(code.split("_")[0].lower())
+    return _script_direction(script) if script else "ltr"
+
+
+def _direction_of(locale: Locale) -> str:
+    return "rtl" if locale.text_direction == "rtl" else "ltr"
+
+
+def _likely_script(language: str) -> str | None:
+    """The script CLDR's likely subtags give a bare language (``arc`` → ``Armi``), or None."""
+    likely = get_global("likely_subtags").get(language)
+    parts = likely.split("_") if likely else []
+    return parts[1] if len(parts) > 2 else None
+
+
+@lru_cache(maxsize=64)
+def _script_direction(script: str) -> str:
+    """The direction of an ISO 15924 script: a CLDR locale written in it, else its letters' Unicode bidi class."""
+    likely = get_global("likely_subtags")
+    for identifier in locale_identifiers():
+        if "_" not in identifier and likely.get(identifier, "").split("_")[1:2] == [script]:
+            return _direction_of(Locale.parse(identifier))
+    name = Locale("en").scripts.get(script, "").upper()
+    return _letter_direction(f"{name} LETTER ") if name else "ltr"
+
+
+def _letter_direction(prefix: str) -> str:
+    """``"rtl"`` when the first Unicode character named ``prefix…`` is right-to-left (bidi class R or AL)."""
+    for code_point in range(0x110000):
+        if unicodedata.name(chr(code_point), "").startswith(prefix):
+            return "rtl" if unicodedata.bidirectional(chr(code_point)) in ("R", "AL") else "ltr"
+    return "ltr"
+
+
+@lru_cache(maxsize=1)
+def rtl_languages() -> tuple[str, ...]:
+    """Every bare language CLDR has locale data for that is written right to left, sorted (about 25).
+
+    A locale's direction is its script's: each bare language's likely script (CLDR's likely
+    subtags) is judged once, reading one locale per script (about 40) rather than all 330.
+    Django's system check iterates this at every process start.
+    """
+    bare = [code for code in locale_identifiers() if "_" not in code and code not in _NOT_LANGUAGES]
+    scripts = {code: _likely_script(code) for code in bare}
+    return tuple(sorted(code for code in bare if scripts[code] and _script_direction(scripts[code]) == "rtl"))
+
+
+class RightToLeft(Collection):
+    """``code in RightToLeft()`` for any language ``text_direction`` calls right to left.
+
+    Django's ``settings.LANGUAGES_BIDI`` (a fixed list of six) decides ``get_language_bidi`` and
+    so ``dir`` in every page that asks Django, the admin's included; with this as the setting
+    they ask CLDR instead. Iterating (Django's system check does) lists ``rtl_languages()``.
+    """
+
+    def __contains__(self, code: object) -> bool:
+        return isinstance(code, str) and text_direction(code) == "rtl"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(rtl_languages())
+
+    def __len__(self) -> int:
+        return len(rtl_languages())
+
+
+@lru_cache(maxsize=16)
+def time_zone_cities(language: str) -> dict[str, str]:
+    """Each choosable zone's city as CLDR names it in ``language`` (``Asia/Riyadh`` → ``الرياض`` in ``ar``).
+
+    CLDR's exemplar cities, through Babel; English for a language CLDR has no locale for, and the
+    IANA name's last part for a zone CLDR does not name. About half a second per language, once.
+    """
+    try:
+        locale = Locale.parse(language.replace("-", "_"))
+    except (ValueError, TypeError, UnknownLocaleError):
+        locale = Locale("en")
+    return {name: _city(name, locale) for name in time_zone_names()}
+
+
+def _city(name: str, locale: Locale) -> str:
+    fallback = name.rpartition("/")[2].replace("_", " ")
+    if "/" not in name or name.startswith("Etc/"):
+        return fallback
+    try:
+        return get_timezone_location(name, locale=locale, return_city=True)
+    except (LookupError, ValueError):
+        return fallback
+
+
+def native_name(code: str) -> str:
+    """A language's name in itself (``ps`` → ``پښتو``), from CLDR, else Django's ``LANG_INFO``, else the code."""
+    try:
+        name = Locale.parse(code.replace("-", "_")).get_display_name()
+    except (ValueError, TypeError, UnknownLocaleError):
+        name = None
+    return name or LANG_INFO.get(code, {}).get("name_local") or code

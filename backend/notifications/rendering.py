@@ -16,11 +16,14 @@ import bleach
 from jinja2 import DictLoader, TemplateError, Undefined
 from jinja2.utils import missing as _NOT_GIVEN
 
-from backend.notifications import sandbox
+from backend.notifications import bidi, sandbox
+from backend.notifications.locales import text_direction
 from backend.notifications.models import Channel, Kind, TemplateVersion
-from backend.notifications.models.recipient import text_direction
+from backend.notifications.sanitizer import sanitize_html
 
 _missing: ContextVar[list[str]] = ContextVar("missing_params")
+# How printed values are isolated in the part being rendered (bidi.py): None, ("text", dir) or ("html", dir).
+_isolation: ContextVar[tuple[str, str] | None] = ContextVar("isolation", default=None)
 
 
 class _RecordingUndefined(Undefined):
@@ -66,50 +69,6 @@ _HTML_ENV = sandbox.BoundedSandbox(
     undefined=_RecordingUndefined, autoescape=True, loader=DictLoader({}), finalize=lambda v: _finalize(v)
 )
 
-# Author HTML allow-list. ``dir`` and ``lang`` must survive: a sanitizer that
-# drops ``dir`` silently turns Arabic paragraphs left-to-right.
-_ALLOWED_TAGS = frozenset(
-    {
-        "a",
-        "b",
-        "bdi",
-        "bdo",
-        "blockquote",
-        "br",
-        "code",
-        "div",
-        "em",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "hr",
-        "i",
-        "li",
-        "ol",
-        "p",
-        "pre",
-        "small",
-        "span",
-        "strong",
-        "table",
-        "tbody",
-        "td",
-        "th",
-        "thead",
-        "tr",
-        "u",
-        "ul",
-    }
-)
-_ALLOWED_ATTRIBUTES = {
-    "*": ["dir", "lang", "title"],
-    "a": ["href", "title", "dir", "lang"],
-    "td": ["colspan", "rowspan", "dir", "lang"],
-    "th": ["colspan", "rowspan", "dir", "lang"],
-}
-_ALLOWED_PROTOCOLS = frozenset({"http", "https", "mailto"})
-
 
 class RenderError(ValueError):
     """A template cannot be rendered with the given params.
@@ -141,7 +100,8 @@ MAX_RENDERED_CHARS = sandbox.MAX_CHARS
 # they can reverse the surrounding text, e.g. make a subject read backwards; in an id or a name, make one
 # read as another. Params have them stripped; ids and campaign names refuse them.
 BIDI_CONTROLS = frozenset(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]))
-_STRIP_BIDI_CONTROLS = dict.fromkeys(map(ord, BIDI_CONTROLS))
+# The isolation marks (bidi.MARKS) are noncharacters: a param carrying them could unbalance the <bdi>s.
+_STRIP_BIDI_CONTROLS = dict.fromkeys(map(ord, BIDI_CONTROLS | bidi.MARKS))
 
 
 def _clean(value):
@@ -156,12 +116,23 @@ def _clean(value):
 
 
 def _finalize(value):
-    """How a printed value reads: booleans as true/false; a list or object is an error, not its Python repr."""
+    """How a printed value reads: booleans as true/false; a list or object is an error, not its Python repr.
+
+    In a part rendered with isolation (``_isolation``), the value is isolated as ``bidi`` says.
+    Jinja also finalizes constants (``{{ "x" }}``) when it compiles, outside any render: those
+    are the author's own text and stay as written.
+    """
     if isinstance(value, bool):
-        return "true" if value else "false"
+        value = "true" if value else "false"
     if isinstance(value, dict | list):
         raise _UnprintableParam("a list or object param was printed as text; print its items instead")
-    return value
+    isolation = _isolation.get()
+    if isolation is None or value is None:
+        return value
+    part, direction = isolation
+    if part == "html":
+        return bidi.mark_html(str(value))
+    return bidi.isolate_text(str(value), direction)
 
 
 @dataclass(frozen=True)
@@ -181,11 +152,14 @@ def _compile(source: str, html: bool):
         raise RenderError(f"template error: {exc}") from exc
 
 
-def _render(source: str, params: dict, missing: list[str], html: bool = False) -> str:
+def _render(
+    source: str, params: dict, missing: list[str], html: bool = False, isolation: tuple[str, str] | None = None
+) -> str:
     if not source:
         return ""
     template = _compile(source, html)
     token = _missing.set(missing)
+    isolating = _isolation.set(isolation)
     try:
         output = sandbox.render(template, params, MAX_RENDERED_CHARS)
     except _UnprintableParam as exc:
@@ -199,6 +173,7 @@ def _render(source: str, params: dict, missing: list[str], html: bool = False) -
         raise RenderError(f"template error: {exc.__class__.__name__}: {exc}") from exc
     finally:
         _missing.reset(token)
+        _isolation.reset(isolating)
     problem = text_problem(output)
     if problem:  # e.g. {{ '\ud83d' }}: a string escape can make what no keyboard types
         raise RenderError(f"template error: the rendered text is not valid: {problem}")
@@ -214,17 +189,6 @@ def text_problem(text: str) -> str:
     except UnicodeEncodeError:
         return "Text contains an unpaired surrogate (half an emoji): retype that character."
     return ""
-
-
-def sanitize_html(html: str) -> str:
-    """Strip author HTML down to the allow-list (bleach), keeping ``dir`` and ``lang``."""
-    return bleach.clean(
-        html,
-        tags=_ALLOWED_TAGS,
-        attributes=_ALLOWED_ATTRIBUTES,
-        protocols=_ALLOWED_PROTOCOLS,
-        strip=True,
-    )
 
 
 def email_document(body_html: str, subject: str, language: str, direction: str) -> str:
@@ -266,20 +230,32 @@ def render(version: TemplateVersion, params: dict, document: bool = True) -> Ren
 
     The email document's ``lang``/``dir`` follow the version's language (the
     recipient's own, unless the template fell back to the default language).
+    Every value a template inserts is isolated (``bidi``): in the HTML of an RTL
+    mail with ``<bdi>``, in an email's text part with U+2068…U+2069 where its
+    direction differs from the message's; SMS, push and in-app text get nothing added.
     ``document`` False leaves ``html`` empty: the HTML body is still rendered (its params
     checked) but not sanitized and wrapped, which only a sent email needs.
     Raises ``RenderError`` for a missing param or a broken template.
     """
     params = _clean(params)
     missing: list[str] = []
+    direction = text_direction(version.language)
+    email = version.channel == Channel.EMAIL
     # A subject is one header line: newlines in it would be a header injection (and Django refuses them).
     subject = " ".join(_render(version.subject, params, missing).split())
-    text = _render(version.text_body, params, missing)
-    body = _render(version.html_body, params, missing, html=True)
+    text = _render(version.text_body, params, missing, isolation=("text", direction) if email else None)
+    html_isolation = ("html", direction) if direction == "rtl" else None
+    body = _render(version.html_body, params, missing, html=True, isolation=html_isolation)
     if missing:
         names = sorted(set(missing))
         raise RenderError("missing params: " + ", ".join(names), names)
     html = ""
     if version.html_body and document:
-        html = email_document(sanitize_html(body), subject, version.language, text_direction(version.language))
+        html = email_document(email_body(body, direction), subject, version.language, direction)
     return Rendered(subject=subject, text=text, html=html)
+
+
+def email_body(rendered_html: str, direction: str) -> str:
+    """A rendered HTML body made mail-ready: values isolated, sanitized, blocks given ``dir`` in RTL mail."""
+    body = sanitize_html(bidi.place_isolates(rendered_html))
+    return bidi.with_block_direction(body, direction) if direction == "rtl" else body

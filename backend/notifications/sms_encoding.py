@@ -146,6 +146,20 @@ REPLACEMENTS: dict[str, str] = {
 }
 
 
+# Joiners and invisible operators: U+200C ZWNJ and U+200D ZWJ shape Persian words and emoji, U+2061–U+2064
+# (function application, invisible times/separator/plus) mark up maths. In a text whose every other
+# character is GSM-7 (or has a look-alike) they shape nothing a handset shows, and one of them makes the
+# whole message UCS-2: "Mit besten\u200c Grüßen" costs a second segment. Only then is their removal
+# offered; in Persian or emoji text (UCS-2 anyway) they stay. U+2060 and U+00AD are in REPLACEMENTS: they
+# never shape anything.
+JOINERS = frozenset({"\u200c", "\u200d", "\u2061", "\u2062", "\u2063", "\u2064"})
+
+
+def joiners_removable(text: str) -> bool:
+    """Whether the joiners of ``text`` may go: every other character is GSM-7 or has a GSM-7 look-alike."""
+    return all(char in _SEPTETS or char in REPLACEMENTS or char in JOINERS for char in text)
+
+
 class Ucs2Character(NamedTuple):
     """A character that forces UCS-2.
 
@@ -210,8 +224,9 @@ def analyze(text: str) -> SmsAnalysis:
     bills one SMS-SUBMIT. Pricing it at zero would understate the cost of a
     template whose params all render empty.
     """
+    replacements = {**REPLACEMENTS, **dict.fromkeys(JOINERS, "")} if joiners_removable(text) else REPLACEMENTS
     ucs2 = tuple(
-        Ucs2Character(char, index, REPLACEMENTS.get(char)) for index, char in enumerate(text) if char not in _SEPTETS
+        Ucs2Character(char, index, replacements.get(char)) for index, char in enumerate(text) if char not in _SEPTETS
     )
     encoding = UCS2 if ucs2 else GSM7
     costs = [utf16_units(char) for char in text] if ucs2 else [_SEPTETS[char] for char in text]
@@ -247,8 +262,10 @@ def replace_lookalikes(text: str) -> str:
     """``text`` with every character that has a GSM-7 look-alike replaced by it.
 
     Characters without one (Arabic letters, emoji, ç) stay, so the result is
-    GSM-7 only when every UCS-2 character had a replacement.
+    GSM-7 only when every UCS-2 character had a replacement. Joiners (``JOINERS``)
+    go only when ``joiners_removable(text)``.
     """
     if all(char in _SEPTETS for char in text):
         return text
-    return "".join(REPLACEMENTS.get(char, char) for char in text)
+    removable = joiners_removable(text)
+    return "".join("" if removable and char in JOINERS else REPLACEMENTS.get(char, char) for char in text)

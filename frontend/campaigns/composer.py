@@ -33,8 +33,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from backend.notifications import masking, pricing, rendering
+from backend.notifications.locales import text_direction
 from backend.notifications.models import Category, Channel, Kind, TemplateVersion
-from backend.notifications.models.recipient import text_direction
 from campaigns import actions, validation
 from campaigns.audience import AudienceUnavailable
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment, SegmentMember

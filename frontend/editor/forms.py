@@ -6,9 +6,8 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.utils.translation import get_language_info
 
-from backend.notifications import pricing
+from backend.notifications import locales, pricing
 from backend.notifications.models import Channel, Kind, TemplateVersion
-from backend.notifications.models.recipient import RTL_LANGUAGES
 from backend.notifications.rendering import text_problem
 from frontend.editor.preview import Draft
 
@@ -28,15 +27,15 @@ CHANNEL_PARTS = {
 def language_choices() -> list[tuple[str, str]]:
     """The site's languages, the right-to-left ones, and every language a template exists in."""
     used = TemplateVersion.objects.order_by("language").values_list("language", flat=True).distinct()
-    codes = dict.fromkeys([*(code for code, _ in settings.LANGUAGES), *sorted(RTL_LANGUAGES), *used])
+    codes = dict.fromkeys([*(code for code, _ in settings.LANGUAGES), *locales.rtl_languages(), *used])
     return [(code, _language_name(code)) for code in codes]
 
 
 def _language_name(code: str) -> str:
     try:
         return f"{get_language_info(code)['name']} ({code})"
-    except KeyError:
-        return code
+    except KeyError:  # a language CLDR knows and Django does not (ps, dv): its own name
+        return f"{locales.native_name(code)} ({code})"
 
 
 def country_choices() -> list[tuple[str, str]]:

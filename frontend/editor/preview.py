@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from backend.notifications import pricing, rendering
+from backend.notifications.locales import text_direction
 from backend.notifications.models import Channel, Kind, TemplateVersion
-from backend.notifications.models.recipient import text_direction
 from backend.notifications.sms_encoding import GSM7, UCS2, SmsAnalysis, analyze, replace_lookalikes
 from frontend.editor import worker
 
@@ -233,8 +233,9 @@ def apply_fix(text: str, fix: str) -> str:
     """``text`` with one look-alike fix applied: ``"all"``, or ``"index:hex code point"`` from a button.
 
     The character must still be at that index (a click on a mark of an older
-    copy of the text changes nothing); ``replace_lookalikes`` picks the
-    replacement, so the page never decides one itself.
+    copy of the text changes nothing); ``analyze`` picks the replacement from
+    the whole text (a ZWNJ goes only from an otherwise GSM-7 text), so the page
+    never decides one itself.
     """
     if fix == "all":
         return replace_lookalikes(text)
@@ -245,7 +246,10 @@ def apply_fix(text: str, fix: str) -> str:
         return text
     if not 0 <= position < len(text) or text[position] != char:
         return text
-    return text[:position] + replace_lookalikes(char) + text[position + 1 :]
+    found = next((c for c in analyze(text).ucs2_characters if c.index == position), None)
+    if found is None or found.replacement is None:
+        return text
+    return text[:position] + found.replacement + text[position + 1 :]
 
 
 @dataclass(frozen=True)
@@ -326,19 +330,24 @@ def _render_all(draft: Draft, param_sets: list[dict]) -> list[RenderResult]:
 
     A render that fails is its ``RenderError`` in the list; a worker timeout fails them all.
     """
-    fields = (draft.language, draft.subject, draft.text_body, draft.html_body)
+    fields = (draft.language, draft.channel, draft.subject, draft.text_body, draft.html_body)
     try:
         return worker.run(render_fields, *fields, param_sets)
     except worker.PreviewTimeout as exc:
         return [rendering.RenderError(f"template error: {exc}")] * len(param_sets)
 
 
-def render_fields(language: str, subject: str, text_body: str, html_body: str, param_sets: list[dict]) -> list:
+def render_fields(
+    language: str, channel: str, subject: str, text_body: str, html_body: str, param_sets: list[dict]
+) -> list:
     """``rendering.render`` of an unsaved version with these parts, once per param set (what the worker runs).
 
-    Plain data in and out: a ``Rendered`` or the ``RenderError`` for each param set, in order.
+    Plain data in and out: a ``Rendered`` or the ``RenderError`` for each param set, in order. The
+    channel decides the isolation of inserted values (none in SMS), so the preview shows what is sent.
     """
-    version = TemplateVersion(language=language, subject=subject, text_body=text_body, html_body=html_body)
+    version = TemplateVersion(
+        language=language, channel=channel, subject=subject, text_body=text_body, html_body=html_body
+    )
     results: list[RenderResult] = []
     for params in param_sets:
         try:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from backend.notifications import actions, links, masking, pricing, rendering, sms_encoding
+from backend.notifications import actions, email_footer, links, masking, pricing, rendering, sms_encoding
 from backend.notifications.delivery import breaker, budget, lease, sent_marker
 from backend.notifications.delivery.retry import backoff_delay
-from backend.notifications.models import Attempt, Category, Channel, Device, Notification, State
+from backend.notifications.models import Attempt, Channel, Device, Notification, State
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, providers_for_channel
 
 logger = logging.getLogger(__name__)
@@ -57,11 +57,14 @@ def build_message(notification: Notification, device: Device | None = None) -> O
     Raises ``rendering.RenderError`` if the stored version no longer renders.
     """
     rendered = rendering.render(notification.template_version, notification.params)
-    kind = notification.kind
-    # Marketing mail carries one-click unsubscribe (RFC 8058, DESIGN.md §4); transactional mail does not.
+    # Marketing mail, and a digest holding marketing items, carries one-click unsubscribe (RFC 8058,
+    # DESIGN.md §4) and the visible footer (email_footer); transactional mail does neither.
     headers = {}
-    if notification.channel == Channel.EMAIL and kind.category == Category.MARKETING:
-        headers = links.unsubscribe_headers(notification.recipient.user_id, kind.name)
+    marketing = email_footer.marketing_kinds(notification) if notification.channel == Channel.EMAIL else []
+    if marketing:
+        recipient = notification.recipient
+        rendered = email_footer.with_footer(rendered, recipient, marketing, notification.template_version.language)
+        headers = links.unsubscribe_headers(recipient.user_id, marketing[0].name)
     return OutboundMessage(
         notification_id=str(notification.pk),
         channel=notification.channel,

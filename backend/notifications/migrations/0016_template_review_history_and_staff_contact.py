@@ -12,7 +12,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('notifications', '0012_kind_marketing_allows_opt_out'),
+        ('notifications', '0015_unsubscribe_token'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -15,6 +15,7 @@ from backend.notifications.models.recipient import Device, Preference, Recipient
 from backend.notifications.models.staff import StaffContact
 from backend.notifications.models.template import TemplateVersion
 from backend.notifications.models.template_history import TemplateEvent
+from backend.notifications.models.unsubscribe import UnsubscribeToken
 
 __all__ = [
     "ApiClient",
@@ -35,5 +36,6 @@ __all__ = [
     "StateChange",
     "TemplateEvent",
     "TemplateVersion",
+    "UnsubscribeToken",
     "VelocityAlarm",
 ]

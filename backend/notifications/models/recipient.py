@@ -1,12 +1,6 @@
 from django.db import models
 
-# Languages written right to left; their email and previews carry dir="rtl".
-RTL_LANGUAGES = frozenset({"ar", "fa", "he", "ur"})
-
-
-def text_direction(language: str) -> str:
-    """``"rtl"`` for Arabic, Persian, Hebrew and Urdu (and their regional variants), else ``"ltr"``."""
-    return "rtl" if language.split("-")[0].lower() in RTL_LANGUAGES else "ltr"
+from backend.notifications.locales import text_direction
 
 
 class Recipient(models.Model):
@@ -48,7 +42,7 @@ class Recipient(models.Model):
 
     @property
     def text_direction(self) -> str:
-        """``"rtl"`` for Arabic, Persian, Hebrew and Urdu, else ``"ltr"``."""
+        """``"rtl"`` when the recipient's language is written right to left (``locales.text_direction``)."""
         return text_direction(self.language)
 
 

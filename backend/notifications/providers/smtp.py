@@ -10,6 +10,7 @@ from email.utils import parseaddr
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
 
+from backend.notifications import email_dkim
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, register
 
 # RFC 5321 §4.2.2: 550 mailbox unavailable, 551 user not local, 553 mailbox name not allowed — the
@@ -46,6 +47,7 @@ class SmtpProvider(Provider):
         )
         if message.html:
             mail.attach_alternative(message.html, "text/html")
+        mail.message = email_dkim.signing(mail.message)  # signed when NOTIFY_DKIM_* are set
         try:
             mail.send(fail_silently=False)
         except smtplib.SMTPRecipientsRefused as exc:

@@ -254,7 +254,19 @@
       unread: function (n) { return "اعلان‌های خوانده‌نشده: " + n; },
     },
   };
-  var RTL = { ar: true, fa: true, he: true, ur: true };
+  // The page's own dir when it is in the widget's language: the server set it from CLDR
+  // (locales.text_direction). Otherwise the browser's CLDR data (Intl.Locale text info).
+  function textDirection(lang) {
+    var page = document.documentElement;
+    if (page.dir && (page.lang || "").toLowerCase().split("-")[0] === lang) return page.dir;
+    try {
+      var locale = new Intl.Locale(lang);
+      var info = locale.getTextInfo ? locale.getTextInfo() : locale.textInfo;
+      return info && info.direction === "rtl" ? "rtl" : "ltr";
+    } catch (e) {
+      return "ltr";
+    }
+  }
 
   var CSS = [
     ".nb{position:relative;display:inline-block;font:14px/1.4 system-ui,'Noto Sans Arabic','DejaVu Sans',sans-serif;color:#1d2330}",
@@ -346,7 +358,7 @@
     var withPanel = options.panel !== false;
     injectStyle();
     root.classList.add("nb");
-    root.dir = RTL[lang] ? "rtl" : "ltr";
+    root.dir = options.dir || textDirection(lang);
     root.lang = lang;
 
     // Without a panel the bell only shows the count: a status, not a button that does nothing.
