@@ -24,8 +24,8 @@ from django.utils.translation import gettext_lazy, gettext_noop, pgettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from backend.notifications import actions, links, locales
-from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.locales import text_direction
+from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Category, Channel, Kind, Preference, Recipient
 from frontend.signed_pages import for_person, render_page, status_message
 
