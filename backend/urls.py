@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from backend.health import healthz, readyz
+from backend.notifications.metrics import metrics
 from backend.notifications.api.errors import api_not_found
 
 urlpatterns = [
@@ -12,6 +13,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
+    path("metrics", metrics, name="metrics"),
+    path("support/dashboard/", include("frontend.dashboard.urls")),
     path("", include("frontend.urls")),
     # Last: every other /api/ URL answers JSON, whatever DEBUG says.
     re_path(r"^api/", api_not_found),

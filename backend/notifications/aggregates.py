@@ -92,7 +92,7 @@ def sent_per_channel(window: Window, now: datetime) -> dict[str, list[int]]:
     return _series(rows, window, now, "channel")
 
 
-def _due_to_sent():
+def due_to_sent() -> ExpressionWrapper:
     """Accept → sent: from acceptance, or from ``send_at`` for one deferred (quiet hours, a schedule)."""
     due = Greatest("created_at", Coalesce("send_at", "created_at"), output_field=DateTimeField())
     return ExpressionWrapper(F("sent_at") - due, output_field=DurationField())
@@ -125,7 +125,7 @@ def latency_per_tier(window: Window, now: datetime) -> dict[str, list[float | No
     start = buckets(window, now)[0]
     rows = (
         Notification.objects.filter(sent_at__gte=start, sent_at__lte=now)
-        .annotate(bucket=_bucketed("sent_at", window), latency=_due_to_sent())
+        .annotate(bucket=_bucketed("sent_at", window), latency=due_to_sent())
         .values("bucket", "priority")
         .order_by()
     )
@@ -263,14 +263,18 @@ def delivered_ratio_per_provider(window: Window, now: datetime) -> dict[str, dic
     }
 
 
+def configured_providers() -> list[str]:
+    """The providers in force (providers file or embedded default), sorted; none if the file is broken."""
+    try:
+        return sorted(providers_config().providers)
+    except ProvidersFileError:  # the figures still show what the rows say
+        return []
+
+
 def providers_known(since: datetime) -> list[str]:
     """The configured providers and any other that an attempt since ``since`` went to, sorted."""
-    try:
-        names = set(providers_config().providers)
-    except ProvidersFileError:  # the dashboard still shows what the attempts say
-        names = set()
-    names |= set(Attempt.objects.filter(started_at__gte=since).values_list("provider", flat=True).distinct())
-    return sorted(names)
+    names = set(Attempt.objects.filter(started_at__gte=since).values_list("provider", flat=True).distinct())
+    return sorted(names | set(configured_providers()))
 
 
 def breaker_states(providers: list[str]) -> dict[str, str]:
