@@ -2,8 +2,8 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 
 from backend.health import healthz, readyz
-from backend.notifications.metrics import metrics
 from backend.notifications.api.errors import api_not_found
+from backend.notifications.metrics import metrics
 
 urlpatterns = [
     path("api/v1/", include("backend.notifications.api.urls")),

@@ -217,7 +217,7 @@ def queue_depth_per_tier(window: Window, now: datetime) -> dict[str, list[int]]:
     for tier, current in queued_now().items():
         flows, levels, level = net.get(tier, [0] * len(starts)), [], current
         for flow in reversed(flows):
-            levels.append(level)
+            levels.append(max(level, 0))  # a row moved by hand without its state change must not draw a negative queue
             level -= flow
         depth[tier] = levels[::-1]
     return depth
