@@ -271,12 +271,6 @@ def configured_providers() -> list[str]:
         return []
 
 
-def providers_known(since: datetime) -> list[str]:
-    """The configured providers and any other that an attempt since ``since`` went to, sorted."""
-    names = set(Attempt.objects.filter(started_at__gte=since).values_list("provider", flat=True).distinct())
-    return sorted(names | set(configured_providers()))
-
-
 def breaker_states(providers: list[str]) -> dict[str, str]:
     """Each provider's circuit breaker now: closed, open, half-open, or unknown while Redis is unreachable."""
     try:

@@ -37,7 +37,26 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 BREAKER_STATES = ("closed", "open", "half-open", "unknown")
 
 
-def _tiers() -> Iterator[Metric]:
+def _notification_rows() -> list[dict]:
+    """One scan of the notifications: per tier × state × provider, the count, the sent ones, their latencies.
+
+    ``le_<i>`` counts the sent ones at most ``LATENCY_BUCKETS[i]`` seconds from due to sent; ``total`` sums
+    them (a timedelta on PostgreSQL, microseconds on SQLite).
+    """
+    under = {f"le_{i}": Count("id", filter=Q(latency__lte=timedelta(seconds=b))) for i, b in enumerate(LATENCY_BUCKETS)}
+    return list(
+        Notification.objects.annotate(latency=aggregates.due_to_sent())
+        .values("priority", "state", "provider")
+        .annotate(n=Count("id"), sent=Count("sent_at"), total=Sum("latency"), **under)
+        .order_by()
+    )
+
+
+def _seconds(total: timedelta | int | None) -> float:
+    return total.total_seconds() if isinstance(total, timedelta) else (total or 0) / 1e6
+
+
+def _tiers(rows: list[dict]) -> Iterator[Metric]:
     """Accepted, sent and failed totals per tier, and the notifications in each state now."""
     accepted = CounterMetricFamily(
         "notify_notifications_accepted", "Notifications accepted (every row, suppressed ones too).", labels=["tier"]
@@ -47,42 +66,42 @@ def _tiers() -> Iterator[Metric]:
     )
     failed = CounterMetricFamily("notify_notifications_failed", "Notifications that ended failed.", labels=["tier"])
     states = GaugeMetricFamily("notify_notifications", "Notifications in each state now.", labels=["tier", "state"])
-    rows = Notification.objects.values("priority", "state").annotate(n=Count("id"), sent=Count("sent_at")).order_by()
-    totals: dict[str, dict[str, int]] = {tier: defaultdict(int) for tier in Priority.values}
+    totals = {tier: defaultdict(int) for tier in Priority.values}
+    by_state: dict[tuple[str, str], int] = defaultdict(int)
     for row in rows:
         tier = totals.setdefault(row["priority"], defaultdict(int))
         tier["accepted"] += row["n"]
         tier["sent"] += row["sent"]
         tier["failed"] += row["n"] if row["state"] == State.FAILED else 0
-        states.add_metric([row["priority"], row["state"]], row["n"])
+        by_state[row["priority"], row["state"]] += row["n"]
     for name, tier in sorted(totals.items()):
         accepted.add_metric([name], tier["accepted"])
         sent.add_metric([name], tier["sent"])
         failed.add_metric([name], tier["failed"])
+    for labels, n in sorted(by_state.items()):
+        states.add_metric(list(labels), n)
     yield from (accepted, sent, failed, states)
 
 
-def _latency() -> Metric:
+def _latency(rows: list[dict]) -> Metric:
     """Accept (or deferred send_at) → sent, per tier, as a cumulative histogram in seconds."""
     histogram = HistogramMetricFamily(
         "notify_accept_to_sent_seconds", "From acceptance (or send_at) to a provider taking it.", labels=["tier"]
     )
-    under = {f"le_{i}": Count("id", filter=Q(latency__lte=timedelta(seconds=b))) for i, b in enumerate(LATENCY_BUCKETS)}
-    rows = (
-        Notification.objects.filter(sent_at__isnull=False)
-        .annotate(latency=aggregates.due_to_sent())
-        .values("priority")
-        .annotate(n=Count("id"), total=Sum("latency"), **under)
-        .order_by("priority")
-    )
+    tiers: dict[str, dict] = {}
     for row in rows:
-        counts = [(str(b), row[f"le_{i}"]) for i, b in enumerate(LATENCY_BUCKETS)] + [("+Inf", row["n"])]
-        total = row["total"].total_seconds() if isinstance(row["total"], timedelta) else (row["total"] or 0) / 1e6
-        histogram.add_metric([row["priority"]], counts, total)
+        if row["sent"]:
+            tier = tiers.setdefault(row["priority"], defaultdict(float))
+            for key in [f"le_{i}" for i in range(len(LATENCY_BUCKETS))] + ["sent"]:
+                tier[key] += row[key]
+            tier["sum"] += _seconds(row["total"])
+    for name, tier in sorted(tiers.items()):
+        counts = [(str(b), tier[f"le_{i}"]) for i, b in enumerate(LATENCY_BUCKETS)] + [("+Inf", tier["sent"])]
+        histogram.add_metric([name], counts, tier["sum"])
     return histogram
 
 
-def _providers() -> Iterator[Metric]:
+def _providers(rows: list[dict]) -> Iterator[Metric]:
     """Attempts per provider and result, notifications per provider and state (delivered, …), breakers."""
     attempts = CounterMetricFamily(
         "notify_provider_attempts",
@@ -96,9 +115,12 @@ def _providers() -> Iterator[Metric]:
         "Notifications per provider in each state now (delivered, undelivered, …).",
         labels=["provider", "state"],
     )
-    rows = Notification.objects.exclude(provider="").values("provider", "state").annotate(n=Count("id")).order_by()
+    by_provider: dict[tuple[str, str], int] = defaultdict(int)
     for row in rows:
-        outcomes.add_metric([row["provider"], row["state"]], row["n"])
+        if row["provider"]:
+            by_provider[row["provider"], row["state"]] += row["n"]
+    for labels, n in sorted(by_provider.items()):
+        outcomes.add_metric(list(labels), n)
     breakers = GaugeMetricFamily(
         "notify_breaker_state",
         "1 for each provider's circuit breaker state now, 0 for the others.",
@@ -136,9 +158,10 @@ class NotifyCollector(Collector):
     """Every ``notify_*`` family, read from PostgreSQL and Redis when Prometheus scrapes."""
 
     def collect(self) -> Iterator[Metric]:
-        yield from _tiers()
-        yield _latency()
-        yield from _providers()
+        rows = _notification_rows()
+        yield from _tiers(rows)
+        yield _latency(rows)
+        yield from _providers(rows)
         yield from _queues()
         yield from _dead_letters()
 

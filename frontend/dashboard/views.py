@@ -67,7 +67,8 @@ def figures(window: Window, now: datetime) -> dict:
     cost = aggregates.sms_cost_per_kind_per_day(window, now)
     kinds = sorted({kind for day in cost.values() for kind in day})
     delivered = aggregates.delivered_ratio_per_provider(window, now)
-    start = aggregates.buckets(window, now)[0]
+    failures = aggregates.failure_rate_per_provider(window, now)
+    providers = sorted(set(aggregates.configured_providers()) | set(failures) | set(delivered))
     return {
         "window": window.name,
         "unit": window.unit,
@@ -75,7 +76,7 @@ def figures(window: Window, now: datetime) -> dict:
         "labels": [bucket.isoformat() for bucket in aggregates.buckets(window, now)],
         "sent": _lines(aggregates.sent_per_channel(window, now)),
         "latency": _lines(aggregates.latency_per_tier(window, now)),
-        "failures": _lines(aggregates.failure_rate_per_provider(window, now)),
+        "failures": _lines(failures),
         "dead_letters": _lines(aggregates.dead_letters(window, now)),
         "queue": _lines(aggregates.queue_depth_per_tier(window, now)),
         "cost": {
@@ -83,7 +84,7 @@ def figures(window: Window, now: datetime) -> dict:
             "series": [{"name": k, "values": [float(cost[d].get(k, Decimal(0))) for d in cost]} for k in kinds],
         },
         "delivered": {"labels": list(delivered), "providers": delivered},
-        "breakers": aggregates.breaker_states(aggregates.providers_known(start)),
+        "breakers": aggregates.breaker_states(providers),
         "open_dead_letters": aggregates.open_dead_letters(),
         "queued_now": aggregates.queued_now(),
     }
