@@ -6,6 +6,7 @@ from itertools import count
 
 import pytest
 import time_machine
+from django.db import connection
 
 from backend.notifications import aggregates
 from backend.notifications.aggregates import WINDOWS
@@ -172,3 +173,19 @@ def test_breaker_states_read_the_shared_breaker(settings):
     # The embedded default's providers (no providers file here).
     assert aggregates.configured_providers() == ["fake-push", "fake-sms", "inapp", "smtp"]
     assert aggregates.breaker_states(["twilio", "vonage"]) == {"twilio": "open", "vonage": "closed"}
+
+
+@pytest.mark.parametrize(
+    "model, column, index",
+    [
+        (Notification, "sent_at", "notification_sent_brin"),
+        (Attempt, "started_at", "attempt_started_brin"),
+        (StateChange, "at", "statechange_at_brin"),
+    ],
+)
+def test_a_windows_rows_are_found_through_its_brin_index(model, column, index):
+    # A few test rows make a sequential scan cheapest; forbidding it shows the index can serve the window's filter.
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    plan = model.objects.filter(**{f"{column}__gte": at(11, 31), f"{column}__lte": NOW}).explain()
+    assert f"Bitmap Index Scan on {index}" in plan

@@ -106,7 +106,7 @@ class _PercentileCont(Aggregate):
     output_field = DurationField()
 
 
-def percentile(values: list[float], fraction: float) -> float | None:
+def percentile(values: list, fraction: float):
     """``percentile_cont`` of ``values`` (interpolated between the closest ranks), None for no values."""
     if not values:
         return None
@@ -126,18 +126,17 @@ def latency_per_tier(window: Window, now: datetime) -> dict[str, list[float | No
     rows = (
         Notification.objects.filter(sent_at__gte=start, sent_at__lte=now)
         .annotate(bucket=_bucketed("sent_at", window), latency=due_to_sent())
-        .values("bucket", "priority")
         .order_by()
     )
     if connection.vendor == "postgresql":
-        rows = rows.annotate(
+        grouped = rows.values("bucket", "priority").annotate(
             p50=_PercentileCont("latency", fraction=0.5), p95=_PercentileCont("latency", fraction=0.95)
         )
-        found = [(r["bucket"], r["priority"], r["p50"], r["p95"]) for r in rows]
+        found = [(r["bucket"], r["priority"], r["p50"], r["p95"]) for r in grouped]
     else:  # SQLite has no percentile_cont: the embedded demo's few rows are ranked here.
         values = defaultdict(list)
-        for row in rows.values("bucket", "priority", "latency"):
-            values[row["bucket"], row["priority"]].append(row["latency"])
+        for bucket, priority, latency in rows.values_list("bucket", "priority", "latency"):
+            values[bucket, priority].append(latency)
         found = [(b, p, percentile(v, 0.5), percentile(v, 0.95)) for (b, p), v in values.items()]
     flat = []
     for bucket, priority, p50, p95 in found:
