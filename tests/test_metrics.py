@@ -3,10 +3,13 @@
 from datetime import timedelta
 
 import pytest
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.notifications.delivery import breaker, dispatch
+from backend.notifications.delivery import breaker, dispatch, shared_state
 from backend.notifications.models import DeadLetter, Notification
+from backend.notifications.queues import HUEYS
+from backend.stubs.smtp_sink import free_port
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -104,3 +107,20 @@ def test_breakers_and_dead_letters(client, send, settings):
     assert value(samples, "notify_breaker_state", provider="fake-sms", state="closed") == 1
     assert value(samples, "notify_dead_letters_total") == 2
     assert value(samples, "notify_dead_letters_open") == 1
+
+
+def test_while_redis_is_down_the_scrape_still_answers_without_what_redis_holds(client, settings, monkeypatch):
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    settings.REDIS_URL = dead
+    for tier in HUEYS:
+        monkeypatch.setattr(HUEYS[tier].storage, "conn", redis.Redis.from_url(dead))
+    shared_state.reset()
+    try:
+        samples = scrape(client)
+    finally:
+        shared_state.reset()
+
+    assert not [name for name, _ in samples if name == "notify_queue_tasks"]  # left out, not reported as empty
+    assert value(samples, "notify_queue_depth", tier="high") == 0  # PostgreSQL still answers
+    assert value(samples, "notify_breaker_state", provider="smtp", state="unknown") == 1
+    assert value(samples, "notify_breaker_state", provider="smtp", state="closed") == 0
