@@ -86,3 +86,10 @@ def test_the_data_are_the_aggregates_of_the_window(client, support, send):
     assert data["open_dead_letters"] == 0
     assert data["cost"] == {"labels": [], "series": []}
     assert data["breakers"] == {"fake-push": "closed", "fake-sms": "closed", "inapp": "closed", "smtp": "closed"}
+
+
+def test_the_home_page_links_the_dashboard_for_support_only(client, support, editor):
+    client.force_login(support)
+    assert 'href="/support/dashboard/"' in client.get("/").content.decode()
+    client.force_login(editor)
+    assert 'href="/support/dashboard/"' not in client.get("/").content.decode()
