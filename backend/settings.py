@@ -366,6 +366,10 @@ INBOX = {
     "POLL_INTERVAL": env_float("NOTIFY_INBOX_POLL_INTERVAL", 5.0 if REDIS_URL else 1.0, minimum=0.05),
 }
 
+# Prometheus at /metrics (backend/notifications/metrics.py): with a token, scrapers send
+# "Authorization: Bearer <token>"; without one, only requests from the loopback address are answered.
+METRICS_TOKEN = env_str("NOTIFY_METRICS_TOKEN", "")
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "backend.notifications.api.auth.ApiKeyAuthentication",

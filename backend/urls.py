@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 
 from backend.health import healthz, readyz
 from backend.notifications.api.errors import api_not_found
+from backend.notifications.metrics import metrics
 from frontend.error_pages import favicon
 
 urlpatterns = [
@@ -14,6 +15,8 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("favicon.ico", favicon, name="favicon"),
+    path("metrics", metrics, name="metrics"),
+    path("support/dashboard/", include("frontend.dashboard.urls")),
     path("", include("frontend.urls")),
     # Last: every other /api/ URL answers JSON, whatever DEBUG says.
     re_path(r"^api/", api_not_found),

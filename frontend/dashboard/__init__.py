@@ -1,0 +1,1 @@
+"""The support dashboard at ``/support/dashboard/``: plots of the figures in backend/notifications/aggregates.py."""

@@ -1,0 +1,126 @@
+"""/metrics for Prometheus (backend/notifications/metrics.py): who may scrape it, and what it says."""
+
+from datetime import timedelta
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from backend.notifications.delivery import breaker, dispatch, shared_state
+from backend.notifications.models import DeadLetter, Notification
+from backend.notifications.queues import HUEYS
+from backend.stubs.smtp_sink import free_port
+
+pytestmark = pytest.mark.usefixtures("demo_data")
+
+TOKEN = "s3cret-scrape-token"
+
+
+def scrape(client, **headers) -> dict[tuple[str, tuple], float]:
+    """The samples of one scrape, parsed by Prometheus's own text parser: {(name, labels): value}."""
+    response = client.get("/metrics", **headers)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain; version=")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
+
+
+def value(samples, name: str, **labels) -> float:
+    return samples[name, tuple(sorted(labels.items()))]
+
+
+def test_with_a_token_a_scraper_must_send_it(client, settings):
+    settings.METRICS_TOKEN = TOKEN
+    missing = client.get("/metrics")
+    assert (missing.status_code, missing["WWW-Authenticate"]) == (401, 'Bearer realm="metrics"')
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION=f"Basic {TOKEN}").status_code == 401
+    assert scrape(client, HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+
+
+def test_without_a_token_only_this_host_may_scrape(client, settings):
+    settings.METRICS_TOKEN = ""
+    refused = client.get("/metrics", REMOTE_ADDR="10.1.2.3")
+    assert refused.status_code == 403
+    assert refused.content.decode() == (
+        "Metrics are served to this host only: set NOTIFY_METRICS_TOKEN to scrape from elsewhere.\n"
+    )
+    assert client.get("/metrics", REMOTE_ADDR="::1").status_code == 200
+    assert scrape(client, REMOTE_ADDR="127.0.0.1")
+
+
+def test_the_figures_move_when_a_notification_is_sent(client, send, smtp_sink, django_capture_on_commit_callbacks):
+    before = scrape(client)
+    with django_capture_on_commit_callbacks(execute=True):  # the enqueue after commit
+        response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "7"}}, key="metrics-1")
+    queued = scrape(client)
+    dispatch.deliver(response.json()["id"])
+    after = scrape(client)
+
+    assert value(before, "notify_notifications_accepted_total", tier="standard") == 0
+    assert value(queued, "notify_notifications_accepted_total", tier="standard") == 1
+    assert value(queued, "notify_queue_depth", tier="standard") == 1
+    assert value(queued, "notify_queue_tasks", tier="standard") == 1
+    assert value(queued, "notify_notifications_sent_total", tier="standard") == 0
+    assert value(after, "notify_notifications_sent_total", tier="standard") == 1
+    assert value(after, "notify_queue_depth", tier="standard") == 0
+    assert value(after, "notify_notifications", tier="standard", state="sent") == 1
+    assert value(after, "notify_provider_attempts_total", provider="smtp", result="sent") == 1
+    assert value(after, "notify_provider_notifications", provider="smtp", state="sent") == 1
+    assert value(after, "notify_accept_to_sent_seconds_count", tier="standard") == 1
+    assert value(after, "notify_accept_to_sent_seconds_bucket", tier="standard", le="+Inf") == 1
+    assert value(after, "notify_notifications_failed_total", tier="high") == 0
+
+
+def test_latency_buckets_are_cumulative_and_the_sum_is_in_seconds(client, send):
+    for key, ms in (("a", 40), ("b", 300), ("c", 2000)):
+        response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": key}}, key=key)
+        row = Notification.objects.get(pk=response.json()["id"])
+        Notification.objects.filter(pk=row.pk).update(sent_at=row.created_at + timedelta(milliseconds=ms))
+
+    samples = scrape(client)
+
+    bucket = {le: value(samples, "notify_accept_to_sent_seconds_bucket", tier="standard", le=le)
+              for le in ("0.05", "0.25", "0.5", "2.5", "+Inf")}  # fmt: skip
+    assert bucket == {"0.05": 1, "0.25": 1, "0.5": 2, "2.5": 3, "+Inf": 3}
+    assert value(samples, "notify_accept_to_sent_seconds_sum", tier="standard") == pytest.approx(2.34)
+
+
+def test_breakers_and_dead_letters(client, send, settings):
+    breaker.reset("smtp")
+    for _ in range(settings.NOTIFY["BREAKER_CONSECUTIVE_FAILURES"]):
+        breaker.record("smtp", ok=False)
+    response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "9"}}, key="dead-1")
+    notification = Notification.objects.get(pk=response.json()["id"])
+    DeadLetter.objects.create(notification=notification, provider="smtp", attempts=5)
+    DeadLetter.objects.create(
+        notification=notification, provider="smtp", attempts=5, replayed_at=notification.created_at
+    )
+
+    samples = scrape(client)
+
+    assert value(samples, "notify_breaker_state", provider="smtp", state="open") == 1
+    assert value(samples, "notify_breaker_state", provider="smtp", state="closed") == 0
+    assert value(samples, "notify_breaker_state", provider="fake-sms", state="closed") == 1
+    assert value(samples, "notify_dead_letters_total") == 2
+    assert value(samples, "notify_dead_letters_open") == 1
+
+
+def test_while_redis_is_down_the_scrape_still_answers_without_what_redis_holds(client, settings, monkeypatch):
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    settings.REDIS_URL = dead
+    for tier in HUEYS:
+        monkeypatch.setattr(HUEYS[tier].storage, "conn", redis.Redis.from_url(dead))
+    shared_state.reset()
+    try:
+        samples = scrape(client)
+    finally:
+        shared_state.reset()
+
+    assert not [name for name, _ in samples if name == "notify_queue_tasks"]  # left out, not reported as empty
+    assert value(samples, "notify_queue_depth", tier="high") == 0  # PostgreSQL still answers
+    assert value(samples, "notify_breaker_state", provider="smtp", state="unknown") == 1
+    assert value(samples, "notify_breaker_state", provider="smtp", state="closed") == 0
