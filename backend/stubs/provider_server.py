@@ -44,8 +44,9 @@ from backend.notifications.receipts.signatures import twilio_signature, vonage_s
 OUTCOMES = ("ok", "invalid-number", "opted-out", "unregistered", "429", "500", "timeout")
 # A "timeout" answer comes this late: far past any client's timeout, yet finite.
 TIMEOUT_SECONDS = 30.0
-# The stub Vonage account's signature secret and method (the demo's providers file names the same).
-VONAGE_SIGNATURE = ("stub", "sha256")
+# The stub Vonage account's signature secret and method (the demo's providers file names the same);
+# 32 bytes, the least RFC 7518 §3.2 allows an HS256 key (the JWT-signed receipts).
+VONAGE_SIGNATURE = ("stub-vonage-signature-secret-32b", "sha256")
 # An "undelivered" receipt without a code: the number cannot be reached (both disable the number).
 UNDELIVERED_CODES = {"twilio": "30003", "vonage": "3"}
 
