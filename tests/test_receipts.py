@@ -364,3 +364,43 @@ def test_without_a_configured_vonage_secret_every_receipt_is_refused(outside, vo
     settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
 
     assert post_vonage(outside, signed(vonage_form(vonage_sms, "delivered"), secret="")).status_code == 403
+
+
+# --- the stub providers post their own receipts (what the demo relies on) -------------------------
+
+
+def wait_for_state(notification: Notification, state: str, timeout: float = 15.0) -> str:
+    deadline = time.monotonic() + timeout
+    while state_of(notification) != state and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return notification.state
+
+
+@pytest.mark.parametrize(
+    ("provider", "outcome", "final", "statuses"),
+    [
+        ("twilio", "delivered", State.DELIVERED, ["sent", "delivered"]),
+        ("vonage", "delivered", State.DELIVERED, ["accepted", "delivered"]),
+        ("twilio", "undelivered:30007", State.UNDELIVERED, ["sent", "undelivered"]),
+        ("vonage", "undelivered", State.UNDELIVERED, ["accepted", "failed"]),
+    ],
+)
+def test_the_stub_posts_signed_receipts_that_land_without_a_manual_step(
+    send, provider_stub, live_server, tmp_path, settings, provider, outcome, final, statuses
+):
+    settings.NOTIFY = {**settings.NOTIFY, "WEBHOOK_BASE_URL": live_server.url}
+    provider_stub.state.receipts = {"delay": 0.0, "outcome": outcome}
+    path = write_providers_file(
+        tmp_path / "callbacks.toml", provider_stub.url, routes={"sms": [provider]}, callback_base=live_server.url
+    )
+    settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
+    response = send({"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}, "channel": "sms"})
+    dispatch.deliver(response.json()["id"])
+    notification = Notification.objects.get(pk=response.json()["id"])
+
+    assert wait_for_state(notification, final) == final, provider_stub.state.posted
+    deadline = time.monotonic() + 5
+    while len(provider_stub.state.posted) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p["answer"] for p in provider_stub.state.posted] == [204, 204]
+    assert list(Receipt.objects.filter(notification=notification).values_list("status", flat=True)) == statuses
