@@ -106,7 +106,7 @@ def test_the_api_gives_the_counts_and_the_ledger(finished, api, orders_service):
 
     assert body["counts"] == {
         "queued": 0, "scheduled": 0, "sending": 1, "sent": 1, "failed": 0, "suppressed": 0, "expired": 0,
-        "cancelled": 1,
+        "cancelled": 1, "delivered": 0, "undelivered": 0,
     }  # fmt: skip
     assert body["ledger"] == {
         "cancelled_at": finished.cancelled_at.isoformat().replace("+00:00", "Z"),

@@ -389,7 +389,9 @@ def test_the_stub_posts_signed_receipts_that_land_without_a_manual_step(
     send, provider_stub, live_server, tmp_path, settings, provider, outcome, final, statuses
 ):
     settings.NOTIFY = {**settings.NOTIFY, "WEBHOOK_BASE_URL": live_server.url}
-    provider_stub.state.receipts = {"delay": 0.0, "outcome": outcome}
+    # Half a second, as a provider's receipt comes after its answer: one posted before the worker has
+    # recorded the answer (the provider's reference) would find no notification yet (logged, ignored).
+    provider_stub.state.receipts = {"delay": 0.5, "outcome": outcome}
     path = write_providers_file(
         tmp_path / "callbacks.toml", provider_stub.url, routes={"sms": [provider]}, callback_base=live_server.url
     )
