@@ -217,7 +217,8 @@ def test_a_signed_vonage_receipt_moves_sent_to_delivered(outside, vonage_sms):
     response = post_vonage(outside, signed(vonage_form(vonage_sms, "delivered")))
 
     assert response.status_code == 204
-    assert state_of(vonage_sms) == State.DELIVERED
+    vonage_sms.refresh_from_db()
+    assert (vonage_sms.state, vonage_sms.reason) == (State.DELIVERED, "delivered")
     assert list(Receipt.objects.values_list("provider", "status", "code", "meaning")) == [
         ("vonage", "delivered", "0", "Delivered")
     ]

@@ -89,10 +89,11 @@ def _advance(notification: Notification, receipt: ProviderReceipt) -> bool:
     if receipt.outcome == Receipt.Outcome.SENT:
         return False
     final = State.DELIVERED if receipt.outcome == Receipt.Outcome.DELIVERED else State.UNDELIVERED
-    fields = {}
-    if final == State.UNDELIVERED:
+    reason, fields = receipt.status, {}
+    if final == State.UNDELIVERED:  # the code says why ("undelivered 30003"); a delivered one's (Vonage 0) says nothing
+        reason = f"{receipt.status} {receipt.code}".strip()
         fields["last_error"] = f"{notification.provider} {receipt.description}"[:2000]
-    moved = transition(notification, final, f"{receipt.status} {receipt.code}".strip()[:64], State.SENT, **fields)
+    moved = transition(notification, final, reason[:64], State.SENT, **fields)
     if moved and receipt.address_dead:
         disable_address(notification, None, f"{notification.provider} {receipt.description}")
     return moved
