@@ -35,9 +35,14 @@ class StaticFiles(ASGIStaticFilesHandler):
 
 # nginx serves /static/ in production; the embedded demo has no nginx.
 http_app = StaticFiles(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
-# Oversized bodies get 413 before Django copies them (backend/body_limit.py). One exception: the
+# Oversized bodies get 413 before Django copies them (backend/body_limit.py). Exceptions: the
 # segment CSV upload takes up to SEGMENT_UPLOAD_MAX_BODY (nginx has a matching location).
-upload_limits = {reverse("frontend:segment-upload"): settings.SEGMENT_UPLOAD_MAX_BODY}
+# The delivery-receipt webhooks, open to anyone who can reach them, take far less (receipts/views.py).
+upload_limits = {
+    reverse("frontend:segment-upload"): settings.SEGMENT_UPLOAD_MAX_BODY,
+    reverse("receipts:twilio"): settings.NOTIFY["WEBHOOK_MAX_BODY"],
+    reverse("receipts:vonage"): settings.NOTIFY["WEBHOOK_MAX_BODY"],
+}
 http_app = BodyLimit(http_app, settings.MAX_REQUEST_BODY, upload_limits)
 
 application = ProtocolTypeRouter(

@@ -326,6 +326,15 @@ NOTIFY = {
     "OTP_VELOCITY_PER_MINUTE": env_int("NOTIFY_OTP_VELOCITY_PER_MINUTE", 100, minimum=1),
     # Absolute base of links in messages (preference center, unsubscribe): the public URL of this service.
     "PUBLIC_URL": env_str("NOTIFY_PUBLIC_URL", "http://127.0.0.1:8000"),
+    # The base URL of /webhooks/ as the SMS providers see it ("": PUBLIC_URL): Twilio signs the URL it
+    # requested, which behind a proxy is not the one Django sees. demo_providers builds the callbacks from it.
+    "WEBHOOK_BASE_URL": env_str("NOTIFY_WEBHOOK_BASE_URL", ""),
+    # Bytes a delivery receipt's body may have (a real one is under 2 KB): 413 past it.
+    "WEBHOOK_MAX_BODY": env_int("NOTIFY_WEBHOOK_MAX_BODY", 64 * 1024, minimum=1024),
+    # The stub providers (manage.py provider_stub): seconds after a message until its signed receipts
+    # are posted, and what they say: delivered, undelivered[:code] or none.
+    "STUB_RECEIPT_DELAY": env_float("NOTIFY_STUB_RECEIPT_DELAY", 1.0, minimum=0.0),
+    "STUB_RECEIPT_OUTCOME": env_str("NOTIFY_STUB_RECEIPT_OUTCOME", "delivered"),
     "PREFERENCE_LINK_TTL": env_int("NOTIFY_PREFERENCE_LINK_TTL", 7 * 86400, minimum=60),
     "UNSUBSCRIBE_LINK_TTL": env_int("NOTIFY_UNSUBSCRIBE_LINK_TTL", 365 * 86400, minimum=86400),
     "UNSUBSCRIBE_MAILTO": env_str("NOTIFY_UNSUBSCRIBE_MAILTO", "unsubscribe@localhost"),

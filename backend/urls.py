@@ -12,6 +12,8 @@ urlpatterns = [
     path("api/v1/", include("campaigns.api_urls")),
     path("inbox/", include("inbox.urls")),
     path("admin/", admin.site.urls),
+    # Delivery receipts from the SMS providers: signed, no login (receipts/views.py).
+    path("webhooks/", include("backend.notifications.receipts.urls")),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),
     path("favicon.ico", favicon, name="favicon"),

@@ -555,7 +555,7 @@ def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
         current.state, current.cancelled_at = Campaign.State.CANCELLED, now
         current.save()
         _audit(
-            current, user, CampaignAudit.Action.CANCEL, from_state=previous, sent=at_cancel[State.SENT],
+            current, user, CampaignAudit.Action.CANCEL, from_state=previous, sent=ledger.handed_over(at_cancel),
             cancelled=at_cancel[State.CANCELLED], in_flight=at_cancel[State.SENDING],
             counts={state: n for state, n in at_cancel.items() if n},
         )  # fmt: skip
@@ -657,7 +657,7 @@ def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
         segment = Segment.objects.create(
             name=_derived_name(original, " (correction)"), kind=Segment.Kind.LIST, created_by=user
         )
-        size = ledger.copy_recipients(original, (State.SENT,), segment)
+        size = ledger.copy_recipients(original, ledger.REACHED, segment)
         if not size:
             raise CampaignRefused(f"{original} sent nothing: there is nobody to correct.", "state")
         draft = _derived_draft(

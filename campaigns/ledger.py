@@ -29,6 +29,15 @@ CANCEL_REASON = "campaign-cancelled"
 # What became of the rows in flight at a cancel, in the order a person reads it.
 IN_FLIGHT_OUTCOMES = (State.SENT, State.FAILED, State.EXPIRED, State.CANCELLED)
 CSV_COLUMNS = ("user_id", "address", "state", "reason", "provider", "sent_at")
+# Accepted by a provider: still "sent", or moved on by its delivery receipt (receipts/apply.py).
+HANDED_OVER = (State.SENT, State.DELIVERED, State.UNDELIVERED)
+# Reached the person, or may have: who a correction goes to.
+REACHED = (State.SENT, State.DELIVERED)
+
+
+def handed_over(counts: dict[str, int]) -> int:
+    """How many of ``counts`` a provider accepted, whatever their receipts said since."""
+    return sum(counts.get(state, 0) for state in HANDED_OVER)
 
 
 def counts(campaign: Campaign) -> dict[str, int]:
@@ -109,12 +118,13 @@ def _split(campaign: Campaign, audit: CampaignAudit, now: dict[str, int]) -> Can
     then = {state: audit.detail.get("counts", {}).get(state, 0) for state in State.values}
     in_flight = then[State.SENDING]
     outcome = {state: now[state] - then[state] for state in IN_FLIGHT_OUTCOMES}
+    outcome[State.SENT] = handed_over(now) - handed_over(then)
     outcome["still_in_flight"] = in_flight - sum(outcome.values())
     return CancelSplit(
         cancelled_at=campaign.cancelled_at or audit.at,
         cancelled_by=audit.actor_name,
-        sent_at_cancel=then[State.SENT],
-        sent=now[State.SENT],
+        sent_at_cancel=handed_over(then),
+        sent=handed_over(now),
         cancelled=then[State.CANCELLED],
         in_flight=in_flight,
         in_flight_outcome=outcome,

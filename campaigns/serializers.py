@@ -214,6 +214,8 @@ class CountsSerializer(serializers.Serializer):
     suppressed = serializers.IntegerField()
     expired = serializers.IntegerField()
     cancelled = serializers.IntegerField()
+    delivered = serializers.IntegerField(help_text="The provider's receipt says it reached the handset.")
+    undelivered = serializers.IntegerField(help_text="The provider's receipt says it never will.")
 
 
 class InFlightOutcomeSerializer(serializers.Serializer):

@@ -8,7 +8,8 @@ import pytest
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
-from backend.notifications.models import Kind, Notification, Recipient, State, TemplateVersion
+from backend.notifications.models import Kind, Notification, Receipt, Recipient, State, TemplateVersion
+from backend.notifications.receipts.apply import ProviderReceipt, apply
 from campaigns import actions, fanout, ledger
 from campaigns.models import Campaign, CampaignAudit, Origin, ScheduleMode
 from tests.campaigns_setup import list_segment, submitted
@@ -105,7 +106,7 @@ def test_the_api_gives_the_counts_and_the_ledger(finished, api, orders_service):
 
     assert body["counts"] == {
         "queued": 0, "scheduled": 0, "sending": 1, "sent": 1, "failed": 0, "suppressed": 0, "expired": 0,
-        "cancelled": 1,
+        "cancelled": 1, "delivered": 0, "undelivered": 0,
     }  # fmt: skip
     assert body["ledger"] == {
         "cancelled_at": finished.cancelled_at.isoformat().replace("+00:00", "Z"),
@@ -221,3 +222,16 @@ def test_a_remainder_of_a_remainder_keeps_one_suffix_and_fits_its_column(finishe
     Campaign.objects.filter(pk=first.pk).update(state=Campaign.State.CANCELLED)
     first.refresh_from_db()
     assert actions._derived_name(first, " (remainder)") == first.name
+
+
+def test_a_delivered_row_still_counts_as_sent_and_still_gets_the_correction(finished, marketer):
+    """A delivery receipt moves a row on from ``sent`` (receipts/apply.py): the ledger and the correction follow it."""
+    row = Notification.objects.get(campaign=finished, recipient__user_id="u-ar-1")
+    Notification.objects.filter(pk=row.pk).update(provider_ref="ref-1")
+    assert apply(["smtp"], ProviderReceipt("ref-1", "delivered", Receipt.Outcome.DELIVERED)) == "moved"
+
+    book = ledger.ledger(finished)
+    assert (book.counts[State.DELIVERED], book.cancel.sent_at_cancel, book.cancel.sent) == (1, 1, 1)
+    assert book.cancel.in_flight_outcome[State.SENT] == 0
+    draft = actions.draft_correction(finished, marketer)
+    assert list(draft.segment.members.values_list("user_id", flat=True)) == ["u-ar-1"]

@@ -65,8 +65,8 @@ def test_the_page_shows_the_counts_per_state_the_bar_and_the_timeline(client, ru
     html = client.get(f"/campaigns/{running.pk}/").content.decode()
 
     assert counts_in(html) == {
-        "queued": 7, "scheduled": 0, "sending": 1, "sent": 4, "failed": 0, "suppressed": 0, "expired": 0,
-        "cancelled": 0,
+        "queued": 7, "scheduled": 0, "sending": 1, "sent": 4, "delivered": 0, "undelivered": 0, "failed": 0,
+        "suppressed": 0, "expired": 0, "cancelled": 0,
     }  # fmt: skip
     assert '<progress id="progress-bar" max="100" value="41">' in html  # 5 of 12 handed over or final
     assert 'id="progress-done">5<' in html and 'id="progress-will-send">12<' in html

@@ -10,7 +10,7 @@ from backend.notifications.providers.config import ProvidersFileError, providers
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "deploy" / "providers.example.toml"
 SECRETS = ["TWILIO_ACCOUNT_SID", "TWILIO_AUTH_TOKEN", "TWILIO_MESSAGING_SERVICE_SID", "VONAGE_API_KEY",
-           "VONAGE_API_SECRET", "VAPID_PRIVATE_KEY"]  # fmt: skip
+           "VONAGE_API_SECRET", "VONAGE_SIGNATURE_SECRET", "VAPID_PRIVATE_KEY"]  # fmt: skip
 
 
 @pytest.fixture

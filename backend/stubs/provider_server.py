@@ -15,11 +15,21 @@ Faults, per provider (``twilio``, ``vonage``, ``fcm``, ``webpush``), as JSON::
 
 FCM also knows the outcomes named in ``FCM_ERRORS`` (payload faults, sender mismatch, …).
 
+Delivery receipts, as the real providers post them: for a Twilio message sent with a
+``StatusCallback`` and a Vonage one with a ``callback``, after ``delay`` seconds the stub posts
+"sent" (Twilio) / "accepted" (Vonage) and then the outcome, signed like the real ones (Twilio with
+the auth token of the call's basic auth, Vonage with ``VONAGE_SIGNATURE``)::
+
+    {"delay": 1.0, "outcome": "delivered",      # delivered | undelivered[:code] | none
+     "rules": {"+15550000003": "undelivered:30007"}}   # per recipient
+
 Control endpoints: ``GET/DELETE /_stub/messages``, ``GET/PUT /_stub/faults``,
-``POST /_stub/outage`` ``{"provider", "seconds", "error"?}``.
+``POST /_stub/outage`` ``{"provider", "seconds", "error"?}``, ``GET/PUT /_stub/receipts`` (and
+``GET /_stub/receipts/posted``: each receipt posted and the answer it got).
 """
 
 import asyncio
+import base64
 import random
 import threading
 import time
@@ -27,11 +37,18 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
+from aiohttp import ClientError, ClientSession, ClientTimeout, web
+
+from backend.notifications.receipts.signatures import twilio_signature, vonage_signature
 
 OUTCOMES = ("ok", "invalid-number", "opted-out", "unregistered", "429", "500", "timeout")
 # A "timeout" answer comes this late: far past any client's timeout, yet finite.
 TIMEOUT_SECONDS = 30.0
+# The stub Vonage account's signature secret and method (the demo's providers file names the same);
+# 32 bytes, the least RFC 7518 §3.2 allows an HS256 key (the JWT-signed receipts).
+VONAGE_SIGNATURE = ("stub-vonage-signature-secret-32b", "sha256")
+# An "undelivered" receipt without a code: the number cannot be reached (both disable the number).
+UNDELIVERED_CODES = {"twilio": "30003", "vonage": "3"}
 
 
 @dataclass
@@ -42,6 +59,9 @@ class StubState:
     messages: list[dict[str, Any]] = field(default_factory=list)
     calls: dict[str, int] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(1))
+    receipts: dict[str, Any] = field(default_factory=lambda: {"delay": 1.0, "outcome": "delivered"})
+    posted: list[dict[str, Any]] = field(default_factory=list)
+    tasks: set[asyncio.Task] = field(default_factory=set)
 
     def outcome(self, provider: str, recipient: str) -> str:
         """Decide this call's fate: a per-recipient rule, an outage, a random error, or ok."""
@@ -63,6 +83,30 @@ class StubState:
 
     def keep(self, provider: str, to: str, text: str, reference: str) -> None:
         self.messages.append({"provider": provider, "to": to, "text": text, "ref": reference, "at": time.time()})
+
+    def receipt_outcome(self, provider: str, to: str) -> tuple[str, str]:
+        """What the receipt for a message to ``to`` says: ("delivered" | "undelivered" | "none", code)."""
+        outcome = str(self.receipts.get("rules", {}).get(to, self.receipts.get("outcome", "delivered")))
+        outcome, _, code = outcome.partition(":")
+        return outcome, code or (UNDELIVERED_CODES[provider] if outcome == "undelivered" else "")
+
+    def post_later(self, url: str, receipts: list[tuple[dict[str, str], dict[str, str]]]) -> None:
+        """Post each (form, headers) to ``url``, in order, ``receipts["delay"]`` seconds from now."""
+        task = asyncio.get_running_loop().create_task(self._post(url, receipts))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _post(self, url: str, receipts: list[tuple[dict[str, str], dict[str, str]]]) -> None:
+        await asyncio.sleep(float(self.receipts.get("delay", 1.0)))
+        async with ClientSession(timeout=ClientTimeout(total=10)) as session:
+            for form, headers in receipts:
+                record: dict[str, Any] = {"url": url, "form": form}
+                try:
+                    async with session.post(url, data=form, headers=headers) as response:
+                        record["answer"] = response.status
+                except (ClientError, TimeoutError) as exc:
+                    record["answer"] = f"{type(exc).__name__}: {exc}"
+                self.posted.append(record)
 
 
 STATE = web.AppKey("state", StubState)
@@ -91,6 +135,8 @@ async def twilio(request: web.Request) -> web.Response:
     if outcome == "ok":
         sid = "SM" + uuid.uuid4().hex
         state.keep("twilio", to, body, sid)
+        if form.get("StatusCallback"):
+            _twilio_receipts(state, request, form, sid)
         return _json({"sid": sid, "status": "queued", "to": to, "body": body}, 201)
     errors = {
         "invalid-number": (400, {"code": 21211, "message": f"The 'To' number {to} is not a valid phone number."}),
@@ -99,6 +145,41 @@ async def twilio(request: web.Request) -> web.Response:
     }
     status, error = errors.get(outcome, (500, {"code": 20500, "message": "Internal Server Error"}))
     return _json({**error, "status": status}, status, headers={"Retry-After": "1"} if status == 429 else None)
+
+
+def _twilio_receipts(state: StubState, request: web.Request, form: Any, sid: str) -> None:
+    """Twilio's status callbacks for ``sid``: "sent", then the outcome, signed with the caller's auth token."""
+    outcome, code = state.receipt_outcome("twilio", str(form["To"]))
+    if outcome == "none":
+        return
+    url = str(form["StatusCallback"])
+    credentials = base64.b64decode(request.headers["Authorization"].removeprefix("Basic ")).decode()
+    account, _, token = credentials.partition(":")
+    base = {"MessageSid": sid, "SmsSid": sid, "AccountSid": account, "From": str(form.get("From", "")),
+            "To": str(form["To"]), "ApiVersion": "2010-04-01"}  # fmt: skip
+    forms = [{**base, "MessageStatus": "sent", "SmsStatus": "sent"}]
+    final = {**base, "MessageStatus": outcome, "SmsStatus": outcome}
+    forms.append({**final, "ErrorCode": code} if code else final)
+    state.post_later(url, [(f, {"X-Twilio-Signature": twilio_signature(token, url, f.items())}) for f in forms])
+
+
+def _vonage_receipts(state: StubState, form: Any, message_id: str) -> None:
+    """Vonage's DLRs for ``message_id``: "accepted", then the outcome, signed with ``VONAGE_SIGNATURE``."""
+    to = "+" + str(form.get("to", ""))
+    outcome, code = state.receipt_outcome("vonage", to)
+    if outcome == "none":
+        return
+    now = time.gmtime()
+    base = {"msisdn": to.lstrip("+"), "to": str(form.get("from", "")), "network-code": "42001",
+            "messageId": message_id, "price": "0.03330000", "scts": time.strftime("%y%m%d%H%M", now),
+            "api-key": str(form.get("api_key", "")), "message-timestamp": time.strftime("%Y-%m-%d %H:%M:%S", now),
+            "timestamp": str(int(time.time()))}  # fmt: skip
+    if form.get("client-ref"):
+        base["client-ref"] = str(form["client-ref"])
+    final = {"delivered": ("delivered", "0")}.get(outcome, ("failed", code))
+    forms = [{**base, "status": "accepted", "err-code": "0"}, {**base, "status": final[0], "err-code": final[1]}]
+    secret, method = VONAGE_SIGNATURE
+    state.post_later(str(form["callback"]), [({**f, "sig": vonage_signature(f, secret, method)}, {}) for f in forms])
 
 
 async def vonage(request: web.Request) -> web.Response:
@@ -115,6 +196,8 @@ async def vonage(request: web.Request) -> web.Response:
     if status == "0":
         part["message-id"] = uuid.uuid4().hex[:16].upper()
         state.keep("vonage", to, text, part["message-id"])
+        if form.get("callback"):
+            _vonage_receipts(state, form, part["message-id"])
     else:
         part["error-text"] = {"1": "Throttled", "6": "Invalid Message", "7": "Number barred"}.get(
             status, "Internal Error"
@@ -217,6 +300,19 @@ async def put_faults(request: web.Request) -> web.Response:
     return _json(request.app[STATE].faults)
 
 
+async def get_receipts(request: web.Request) -> web.Response:
+    return _json(request.app[STATE].receipts)
+
+
+async def put_receipts(request: web.Request) -> web.Response:
+    request.app[STATE].receipts = await request.json()
+    return _json(request.app[STATE].receipts)
+
+
+async def get_posted(request: web.Request) -> web.Response:
+    return _json(request.app[STATE].posted)
+
+
 async def post_outage(request: web.Request) -> web.Response:
     body = await request.json()
     faults = request.app[STATE].faults.setdefault(body["provider"], {})
@@ -240,6 +336,9 @@ def make_app(state: StubState | None = None) -> web.Application:
             web.get("/_stub/faults", get_faults),
             web.put("/_stub/faults", put_faults),
             web.post("/_stub/outage", post_outage),
+            web.get("/_stub/receipts", get_receipts),
+            web.put("/_stub/receipts", put_receipts),
+            web.get("/_stub/receipts/posted", get_posted),
         ]
     )
     return app

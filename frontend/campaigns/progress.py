@@ -46,11 +46,13 @@ RATE_WINDOW_SECONDS = 10.0
 CSV_BATCH = 5000
 # Rows shown per state, in the order a notification lives through them.
 SHOWN_STATES = (
-    State.QUEUED, State.SCHEDULED, State.SENDING, State.SENT, State.FAILED, State.SUPPRESSED, State.EXPIRED,
-    State.CANCELLED,
+    State.QUEUED, State.SCHEDULED, State.SENDING, State.SENT, State.DELIVERED, State.UNDELIVERED, State.FAILED,
+    State.SUPPRESSED, State.EXPIRED, State.CANCELLED,
 )  # fmt: skip
 # Handed to a provider or final, and counted towards "will send" (suppressed rows never were).
-PROGRESSED = (State.SENDING, State.SENT, State.FAILED, State.EXPIRED, State.CANCELLED)
+PROGRESSED = (
+    State.SENDING, State.SENT, State.DELIVERED, State.UNDELIVERED, State.FAILED, State.EXPIRED, State.CANCELLED,
+)  # fmt: skip
 LIVE_STATES = {Campaign.State.APPROVED, Campaign.State.SCHEDULED, Campaign.State.RUNNING}
 
 
@@ -148,9 +150,9 @@ def progress_of(campaign: Campaign, previous: tuple[float, int] | None, now: flo
     will_send = _will_send(campaign, counts)
     done = sum(counts[state] for state in PROGRESSED)
     rate = None
-    sample_at, sample_sent = now, counts[State.SENT]
+    sample_at, sample_sent = now, ledger.handed_over(counts)
     if previous and now > previous[0]:
-        elapsed, sent_since = now - previous[0], counts[State.SENT] - previous[1]
+        elapsed, sent_since = now - previous[0], sample_sent - previous[1]
         rate = sent_since / elapsed if sent_since > 0 and elapsed >= 1 else None
         if elapsed < RATE_WINDOW_SECONDS:
             sample_at, sample_sent = previous
@@ -176,7 +178,7 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
         and user.has_perm(ADD)
         and actions.existing_derived(campaign, Origin.REMAINDER) is None,
         "can_correct": final
-        and progress.ledger.counts[State.SENT] > 0
+        and sum(progress.ledger.counts[state] for state in ledger.REACHED) > 0
         and user.has_perm(ADD)
         and actions.existing_derived(campaign, Origin.CORRECTION) is None,
         "audit": list(campaign.audit.order_by("at", "pk")),

@@ -11,6 +11,7 @@ from backend.notifications.models.notification import (
     StateChange,
     VelocityAlarm,
 )
+from backend.notifications.models.receipt import Receipt
 from backend.notifications.models.recipient import Device, Preference, Recipient
 from backend.notifications.models.staff import StaffContact
 from backend.notifications.models.template import TemplateVersion
@@ -30,6 +31,7 @@ __all__ = [
     "OverLimit",
     "Preference",
     "Priority",
+    "Receipt",
     "Recipient",
     "StaffContact",
     "State",

@@ -18,6 +18,8 @@ class State(models.TextChoices):
     ``send_at``; ``failed`` is a permanent provider error or the last attempt
     used up; ``suppressed`` and ``expired`` are policy stops with a reason;
     ``cancelled`` is a campaign's row that a person stopped before it was handed over.
+    ``delivered`` and ``undelivered`` follow ``sent`` when the provider's delivery
+    receipt says so (``receipts/``); the receipt rows keep the provider's code and meaning.
     """
 
     QUEUED = "queued", "Queued"
@@ -28,6 +30,8 @@ class State(models.TextChoices):
     SUPPRESSED = "suppressed", "Suppressed"
     EXPIRED = "expired", "Expired"
     CANCELLED = "cancelled", "Cancelled"
+    DELIVERED = "delivered", "Delivered"
+    UNDELIVERED = "undelivered", "Undelivered"
 
 
 class Notification(models.Model):

@@ -14,7 +14,7 @@ from backend.notifications.actions.accept import digest_content
 from backend.notifications.models import Attempt, DeadLetter, Kind, Notification, State
 
 # States nothing renders again; a failed notification with an open dead letter may still be replayed.
-_DONE = (State.SENT, State.EXPIRED, State.SUPPRESSED, State.FAILED)
+_DONE = (State.SENT, State.DELIVERED, State.UNDELIVERED, State.EXPIRED, State.SUPPRESSED, State.FAILED)
 
 
 def _errors(kind: Kind, notification: Notification) -> None:
