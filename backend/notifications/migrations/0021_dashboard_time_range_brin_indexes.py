@@ -34,6 +34,6 @@ def _drop(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("notifications", "0018_opaque_codes_compare_bytewise")]
+    dependencies = [("notifications", "0019_delivered_undelivered_states_and_receipts")]
 
     operations = [migrations.RunPython(_create, _drop)]
