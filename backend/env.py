@@ -93,3 +93,14 @@ def env_rate_limits(name: str, default: str) -> dict[str, dict[str, int]]:
             raise EnvError(f"{name}: {part!r}: expected category=COUNT/h,COUNT/d")
         limits[category.strip()] = per
     return limits
+
+
+def env_region(name: str, default: str) -> str:
+    """``$NAME`` as an upper-case region code that phonenumbers has a numbering plan for (``SA``, ``US``, ``GB``)."""
+    import phonenumbers
+
+    raw = os.environ.get(name, default)
+    region = raw.strip().upper()
+    if region not in phonenumbers.SUPPORTED_REGIONS:
+        raise EnvError(f"{name}={raw!r}: expected a region code such as SA, US or GB")
+    return region

@@ -13,7 +13,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_str
+from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_region, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "frontend",
     "inbox",
     "campaigns",
+    "backend.support",
 ]
 
 MIDDLEWARE = [
@@ -343,6 +344,10 @@ INBOX = {
     # embedded default polls every second; with Redis the poll only recovers dropped events.
     "POLL_INTERVAL": env_float("NOTIFY_INBOX_POLL_INTERVAL", 5.0 if REDIS_URL else 1.0, minimum=0.05),
 }
+
+# The support explorer (backend/support/): the region whose national numbers a caller may read out
+# without a country code ("0501234567" is +966501234567 with SA), a CLDR region code phonenumbers knows.
+SUPPORT = {"DEFAULT_REGION": env_region("NOTIFY_DEFAULT_REGION", "SA")}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -9,6 +9,7 @@ urlpatterns = [
     path("api/v1/", include("inbox.api_urls")),
     path("api/v1/", include("campaigns.api_urls")),
     path("inbox/", include("inbox.urls")),
+    path("support/", include("frontend.support.urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     path("readyz", readyz, name="readyz"),

@@ -1,0 +1,365 @@
+"""The support explorer's one search box: what a query names, and the notifications it finds, newest first.
+
+A query is read as one of these kinds (``KINDS``); "auto" tries them in the order below and
+keeps the first that finds something, so a page of results and the next one always search
+the same way (the kind is carried in the URL):
+
+- ``notification``: a notification id (UUID) — the primary key;
+- ``campaign``: ``campaign:12`` (or ``campaign 12``) — index ``notification_campaign_idx``
+  (campaign, state, created_at, id), read one state at a time and merged (``queries``);
+- ``user``: the company's user id — ``Recipient.user_id`` UNIQUE, then
+  ``notification_recipient_idx`` (recipient, created_at);
+- ``phone``: a number in any form a caller reads out (``+966 50 123 4567``,
+  ``00966501234567``, ``0501234567`` in ``settings.SUPPORT["DEFAULT_REGION"]``), made E.164 by
+  phonenumbers — ``Recipient.phone``'s index, then the recipient index;
+- ``email``: any case — ``recipient_email_upper_idx`` (UPPER(email)), then the recipient index;
+- ``key``: an idempotency key — the UNIQUE (scope, key) index, once per scope that exists
+  (each API client's, ``internal``, ``digest``, ``campaign:<id>`` for a campaign's keys): a key
+  is never indexed alone, which every campaign insert would pay for;
+- ``reference``: a provider's reference — ``notification_ref_search_idx``.
+
+There is no search without a query: "every failed SMS this week" over every notification would
+need an index on the creation time alone, paid by every insert of a million-row campaign.
+Filters (``Filters``) narrow a search; ``page`` pages it by keyset (created_at, id), never by OFFSET.
+"""
+
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import phonenumbers
+from django.conf import settings
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Upper
+from django.utils.dateparse import parse_datetime
+
+from backend.notifications.models import ApiClient, Notification, Recipient
+
+# The order "auto" tries them in: ids first, then what a person reads out.
+KINDS = ("notification", "campaign", "user", "phone", "email", "key", "reference")
+KIND_LABELS = {
+    "notification": "notification id",
+    "campaign": "campaign id",
+    "user": "user id",
+    "phone": "phone number",
+    "email": "email address",
+    "key": "idempotency key",
+    "reference": "provider reference",
+}
+PAGE_SIZE = 50
+MAX_QUERY = 255
+_CAMPAIGN = re.compile(r"campaign[:#\s]\s*(\d{1,18})", re.IGNORECASE)
+# What a caller reads out as a phone number: digits, a leading + or 00, spaces, dots, dashes, brackets.
+_PHONE = re.compile(r"\+?[\d\s().\-]{6,30}")
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+
+
+class SearchError(ValueError):
+    """The query or a filter cannot be read; ``str()`` says why, for the agent (a 400)."""
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """How a query is searched: its ``kind``, the ``value`` as searched (E.164, UUID…) and the rows' condition.
+
+    ``campaign_id`` is set for a campaign search, which is paged one state at a time.
+    """
+
+    kind: str
+    value: str
+    condition: Q
+    campaign_id: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{KIND_LABELS[self.kind]} {self.value}"
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What narrows a search; an empty string (or None) is no filter. Times are aware datetimes."""
+
+    state: str = ""
+    reason: str = ""
+    kind: str = ""
+    channel: str = ""
+    provider: str = ""
+    priority: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def condition(self) -> Q:
+        """The filters as one condition on Notification."""
+        q = Q()
+        for name, lookup in (("state", "state"), ("reason", "reason"), ("channel", "channel"),
+                             ("provider", "provider"), ("priority", "priority"), ("kind", "kind__name")):  # fmt: skip
+            value = getattr(self, name)
+            if value:
+                q &= Q(**{lookup: value})
+        if self.since:
+            q &= Q(created_at__gte=self.since)
+        if self.until:
+            q &= Q(created_at__lt=self.until)
+        return q
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where the next page starts: after the row created at ``created_at`` with id ``id`` (newest first)."""
+
+    created_at: datetime
+    id: uuid.UUID
+
+    def __str__(self) -> str:
+        return f"{self.created_at.isoformat()}~{self.id}"
+
+    @classmethod
+    def parse(cls, text: str) -> "Cursor":
+        """Read ``str(cursor)`` back; raises ``SearchError`` for anything else."""
+        at, _, pk = text.partition("~")
+        try:
+            created_at, parsed_id = parse_datetime(at), uuid.UUID(pk)
+        except ValueError:
+            created_at = None
+        if created_at is None or created_at.tzinfo is None:
+            raise SearchError("That page link is damaged: start the search again.")
+        return cls(created_at, parsed_id)
+
+    def condition(self) -> Q:
+        """Rows strictly after this one in (created_at DESC, id DESC); the ``<=`` bounds the index scan."""
+        return Q(created_at__lte=self.created_at) & (
+            Q(created_at__lt=self.created_at) | Q(created_at=self.created_at, id__lt=self.id)
+        )
+
+
+@dataclass
+class Page:
+    """One page of results, newest first, and the cursor of the next page (None on the last)."""
+
+    lookup: Lookup | None
+    rows: list[Notification] = field(default_factory=list)
+    next_cursor: Cursor | None = None
+
+
+def national_phone(text: str, region: str | None = None) -> str | None:
+    """``text`` as an E.164 number if it reads as a valid one, national numbers in ``region``; else None.
+
+    ``00`` before the country code is read as ``+`` (the international prefix of most countries).
+    ``region`` defaults to ``settings.SUPPORT["DEFAULT_REGION"]``.
+    """
+    compact = re.sub(r"[\s().\-]", "", text)
+    if compact.startswith("00"):
+        compact = "+" + compact[2:]
+    try:
+        number = phonenumbers.parse(compact, region or settings.SUPPORT["DEFAULT_REGION"])
+    except phonenumbers.NumberParseException:
+        return None
+    if not phonenumbers.is_valid_number(number):
+        return None
+    return phonenumbers.format_number(number, phonenumbers.PhoneNumberFormat.E164)
+
+
+def candidates(query: str) -> list[Lookup]:
+    """Every kind ``query`` could be, in ``KINDS`` order (no database query but the key's scopes)."""
+    query = query.strip()
+    found = []
+    for kind in KINDS:
+        lookup = lookup_as(query, kind, strict=False)
+        if lookup is not None:
+            found.append(lookup)
+    return found
+
+
+def lookup_as(query: str, kind: str, *, strict: bool = True) -> Lookup | None:
+    """``query`` searched as ``kind``; None when it cannot be one (``strict``: raise ``SearchError`` instead)."""
+    query = query.strip()
+    lookup = _READERS[kind](query)
+    if lookup is None and strict:
+        raise SearchError(f"{query!r} is not a {KIND_LABELS[kind]}.")
+    return lookup
+
+
+def _as_notification(query: str) -> Lookup | None:
+    try:
+        pk = uuid.UUID(query)
+    except ValueError:
+        return None
+    return Lookup("notification", str(pk), Q(pk=pk))
+
+
+def _as_campaign(query: str) -> Lookup | None:
+    match = _CAMPAIGN.fullmatch(query)
+    if not match:
+        return None
+    campaign_id = int(match.group(1))
+    return Lookup("campaign", str(campaign_id), Q(campaign_id=campaign_id), campaign_id=campaign_id)
+
+
+def _recipients(kind: str, value: str, condition: Q) -> Lookup:
+    """Notifications of the recipients matching ``condition``: their ids first (an index each), then theirs."""
+    ids = list(recipients().filter(condition).values_list("pk", flat=True)[:20])
+    return Lookup(kind, value, Q(recipient_id__in=ids))
+
+
+def _as_user(query: str) -> Lookup | None:
+    if not query or len(query) > 128:
+        return None
+    return _recipients("user", query, Q(user_id=query))
+
+
+def _as_phone(query: str) -> Lookup | None:
+    if not _PHONE.fullmatch(query):
+        return None
+    e164 = national_phone(query)
+    return None if e164 is None else _recipients("phone", e164, Q(phone=e164))
+
+
+def _as_email(query: str) -> Lookup | None:
+    if not _EMAIL.fullmatch(query):
+        return None
+    # UPPER(email) = UPPER(%s): the expression of recipient_email_upper_idx, whatever case either was typed in.
+    return _recipients("email", query, Q(email_upper=query.upper()))
+
+
+def _as_key(query: str) -> Lookup | None:
+    if not query:
+        return None
+    return Lookup("key", query, Q(idempotency_scope__in=key_scopes(query), idempotency_key=query))
+
+
+def _as_reference(query: str) -> Lookup | None:
+    return Lookup("reference", query, Q(provider_ref=query)) if query else None
+
+
+_READERS = {
+    "notification": _as_notification,
+    "campaign": _as_campaign,
+    "user": _as_user,
+    "phone": _as_phone,
+    "email": _as_email,
+    "key": _as_key,
+    "reference": _as_reference,
+}
+
+
+def key_scopes(key: str) -> list[str]:
+    """The idempotency scopes a key can be in (``actions.accept.scope_of``, ``campaigns/fanout.py``, digests).
+
+    One UNIQUE-index probe per scope: a handful of API clients, ``internal`` and ``digest``, and for
+    a campaign's key ``campaign:<id>:<user>`` its campaign's scope.
+    """
+    scopes = ["internal", "digest", *(f"client:{pk}" for pk in ApiClient.objects.values_list("pk", flat=True))]
+    campaign = re.match(r"campaign:(\d+):", key)
+    if campaign:
+        scopes.append(f"campaign:{campaign.group(1)}")
+    return scopes
+
+
+def recipients() -> QuerySet[Recipient]:
+    """Recipients with ``email_upper`` (UPPER(email)), which the email search filters on."""
+    return Recipient.objects.alias(email_upper=Upper("email"))
+
+
+def _rows() -> QuerySet[Notification]:
+    return Notification.objects.select_related("recipient", "kind").order_by("-created_at", "-id")
+
+
+def resolve(query: str, kind: str = "auto") -> Lookup:
+    """The lookup of ``query``: as ``kind``, or for "auto" the first candidate that finds a notification.
+
+    Raises ``SearchError`` for an empty or over-long query, an unknown kind, or a query ``kind`` cannot read.
+    """
+    query = query.strip()
+    if not query:
+        raise SearchError("Type a user id, phone number, email, idempotency key, provider reference or id.")
+    if len(query) > MAX_QUERY:
+        raise SearchError(f"A search is at most {MAX_QUERY} characters.")
+    if kind != "auto":
+        if kind not in KINDS:
+            raise SearchError(f"Unknown kind of search {kind!r}: one of {', '.join(KINDS)}.")
+        return lookup_as(query, kind)
+    options = candidates(query)
+    for lookup in options:
+        if Notification.objects.filter(lookup.condition).exists():
+            return lookup
+    return options[0]
+
+
+def page(lookup: Lookup, filters: Filters, after: Cursor | None = None, size: int = PAGE_SIZE) -> Page:
+    """One page of the notifications ``lookup`` finds, narrowed by ``filters``, after ``after``, newest first."""
+    rows: list[Notification] = []
+    for queryset in queries(lookup, filters, after, size + 1):
+        rows += queryset
+    rows.sort(key=lambda row: (row.created_at, row.id), reverse=True)
+    more = len(rows) > size
+    rows = rows[:size]
+    return Page(lookup, rows, Cursor(rows[-1].created_at, rows[-1].id) if more else None)
+
+
+def queries(lookup: Lookup, filters: Filters, after: Cursor | None, limit: int) -> list[QuerySet[Notification]]:
+    """The queries of one page, each an ordered index range cut at ``limit`` rows; the page merges them.
+
+    One query, but for a campaign without a state filter one per state its rows are in: its
+    index is (campaign, state, created_at, id), so a million-row campaign is never sorted whole.
+    """
+    condition = filters.condition() & (after.condition() if after else Q())
+    rows = _rows().filter(lookup.condition, condition)
+    if lookup.campaign_id is None or filters.state:
+        return [rows[:limit]]
+    return [rows.filter(state=state)[:limit] for state in _campaign_states(lookup.campaign_id)]
+
+
+def _campaign_states(campaign_id: int) -> list[str]:
+    """The states the campaign's rows are in, whatever states exist (``delivered`` from receipts included).
+
+    A loose index scan: each step is one probe of the index for the next state after the last,
+    so a million rows in four states cost five probes, not a scan of the million.
+    """
+    table = Notification._meta.db_table
+    sql = f"""
+        WITH RECURSIVE states(state) AS (
+            SELECT MIN(state) FROM {table} WHERE campaign_id = %s
+            UNION ALL
+            SELECT (SELECT MIN(state) FROM {table} WHERE campaign_id = %s AND state > states.state)
+            FROM states WHERE states.state IS NOT NULL
+        )
+        SELECT state FROM states WHERE state IS NOT NULL"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [campaign_id, campaign_id])
+        return [state for (state,) in cursor.fetchall()]
+
+
+def each_row(lookup: Lookup, filters: Filters, batch: int = 2000) -> Iterator[Notification]:
+    """Every notification of the search, newest first, read a keyset page of ``batch`` at a time (for exports)."""
+    after = None
+    while True:
+        result = page(lookup, filters, after, batch)
+        yield from result.rows
+        if result.next_cursor is None:
+            return
+        after = result.next_cursor
+
+
+def parse_filters(data: Any) -> Filters:
+    """``Filters`` from a query dict (``state``, ``reason``, ``kind``, ``channel``, ``provider``, ``priority``,
+    ``since``, ``until`` as ISO 8601 or ``YYYY-MM-DDTHH:MM`` in UTC); raises ``SearchError`` naming a bad one."""
+    values = {name: data.get(name, "").strip()[:64] for name in ("state", "reason", "kind", "channel", "provider",
+                                                                  "priority")}  # fmt: skip
+    times = {name: _when(name, data.get(name, "").strip()) for name in ("since", "until")}
+    return Filters(**values, **times)
+
+
+def _when(name: str, text: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        parsed = parse_datetime(text)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise SearchError(f"{name}: {text!r} is not a date and time like 2026-11-30T14:00.")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
