@@ -265,3 +265,13 @@ def test_the_csv_export_streams_the_whole_search_masked(as_agent, scene):
     assert [row["id"] for row in rows] == [str(scene.dead.pk), str(scene.opted_out.pk), str(scene.sent.pk)]
     assert {row["phone"] for row in rows} == {"+9665••••567"}
     assert rows[2]["provider_ref"] == "SM5012abc" and rows[1]["reason"] == "opted-out"
+
+
+def test_the_default_region_setting_is_read_strictly(monkeypatch):
+    from backend.env import EnvError, env_region
+
+    monkeypatch.setenv("NOTIFY_DEFAULT_REGION", " us ")
+    assert env_region("NOTIFY_DEFAULT_REGION", "SA") == "US"
+    monkeypatch.setenv("NOTIFY_DEFAULT_REGION", "Saudi")
+    with pytest.raises(EnvError, match="NOTIFY_DEFAULT_REGION='Saudi': expected a region code such as SA, US or GB"):
+        env_region("NOTIFY_DEFAULT_REGION", "SA")
