@@ -62,6 +62,7 @@ def test_support_finds_reads_reveals_and_downloads(live_server, page, screenshot
 
     page.click("button:has-text('Reveal phone')")
     expect(page.locator(".revealed[data-field=phone]")).to_have_text("+966501234567")
+    expect(page.locator("button:has-text('Reveal phone')")).to_have_count(0)
     reveal = ContactReveal.objects.get()
     assert (reveal.username, reveal.recipient_user_id, reveal.field, reveal.notification_id) == (
         "support", "u-ar-1", "phone", scene.sent.pk,

@@ -67,7 +67,7 @@ def _load(rows: int) -> dict:
                    CASE WHEN g %% %s < 6 THEN 'SM' || md5(g::text) ELSE '' END,
                    1, 0, '', at, at, CASE WHEN g %% %s < 6 THEN at END,
                    CASE WHEN g %% %s = 2 THEN %s END
-            FROM (SELECT g, 1 + (g * 7919) %% %s AS u, now() - make_interval(secs => %s - g) AS at
+            FROM (SELECT g, 1 + (g::bigint * 7919) %% %s AS u, now() - make_interval(secs => %s - g) AS at
                   FROM generate_series(1, %s) AS g) AS s
             """,
             [CAMPAIGN_SHARE, campaign.pk, CAMPAIGN_SHARE, campaign.pk, client.pk, CAMPAIGN_SHARE, client.pk,
