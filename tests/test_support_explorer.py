@@ -7,10 +7,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from backend.notifications.models import Device, Notification, State
+from backend.notifications.models import Device, Notification, Recipient, State
 from backend.support import search
 from backend.support.models import ContactReveal
-from tests.support_setup import make_scene
+from tests.support_setup import make_scene, send
 
 
 @pytest.fixture
@@ -275,3 +275,15 @@ def test_the_default_region_setting_is_read_strictly(monkeypatch):
     monkeypatch.setenv("NOTIFY_DEFAULT_REGION", "Saudi")
     with pytest.raises(EnvError, match="NOTIFY_DEFAULT_REGION='Saudi': expected a region code such as SA, US or GB"):
         env_region("NOTIFY_DEFAULT_REGION", "SA")
+
+
+def test_a_user_id_with_a_slash_and_a_question_mark_links_to_its_page(as_agent, scene):
+    Recipient.objects.create(user_id="shop/42 ?x#y", email="odd@example.com", phone="+14155550199")
+    odd = send("odd-1", "shop/42 ?x#y", "shipped", {"order": "1"}, channel="email")
+
+    body = as_agent.get("/support/", {"q": "shop/42 ?x#y"}).content.decode()
+    assert 'href="/support/users/shop/42%20%3Fx%23y/"' in body
+
+    page = as_agent.get("/support/users/shop/42%20%3Fx%23y/")
+    assert page.status_code == 200 and page.context["rows"][0]["n"].pk == odd.pk
+    assert as_agent.post("/support/users/shop/42%20%3Fx%23y/reveal/email").status_code == 302

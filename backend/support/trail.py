@@ -152,11 +152,12 @@ def _suppressed(notification: Notification, reason: str, at: datetime) -> Step:
         text += _opt_out_when(notification)
     elif reason in ("rate-limited", "digested"):
         text += _which_window(notification)
+    text += "."
     if reason == "digested" and notification.digest_id:
         digest = notification.digest
         when = local_time(digest.send_at, notification.recipient.time_zone)
         text += f" The digest {digest.pk} goes out on {when}."
-    return Step(text + ".", at, "stop")
+    return Step(text, at, "stop")
 
 
 def _opt_out_when(notification: Notification) -> str:
@@ -182,8 +183,8 @@ def _which_window(notification: Notification) -> str:
         sent = (
             Notification.objects.filter(
                 recipient_id=notification.recipient_id, kind__category=category, priority=notification.priority,
-                created_at__gt=since, created_at__lt=notification.created_at,
-            ).exclude(state="suppressed").count()
+                created_at__gt=since, created_at__lte=notification.created_at,
+            ).exclude(state="suppressed").exclude(pk=notification.pk).count()
         )  # fmt: skip
         if sent >= limit:
             return f" ({limit} per {WINDOW_NAMES[unit]}; {sent} in the {WINDOW_NAMES[unit]} before this one)"

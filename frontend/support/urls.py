@@ -12,7 +12,8 @@ urlpatterns = [
     path("notifications/<uuid:pk>/", views.notification_page, name="notification"),
     path("notifications/<uuid:pk>/history.pdf", views.notification_pdf, name="notification-pdf"),
     path("notifications/<uuid:pk>/replay", views.replay, name="replay"),
-    path("users/<str:user_id>/", views.user_page, name="user"),
-    path("users/<str:user_id>/history.pdf", views.user_pdf, name="user-pdf"),
-    path("users/<str:user_id>/reveal/<str:field>", views.reveal_contact, name="reveal"),
+    # A user id may hold "/" (the API takes any printable id): the longer routes first.
+    path("users/<path:user_id>/history.pdf", views.user_pdf, name="user-pdf"),
+    path("users/<path:user_id>/reveal/<str:field>", views.reveal_contact, name="reveal"),
+    path("users/<path:user_id>/", views.user_page, name="user"),
 ]
