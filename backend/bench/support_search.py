@@ -49,6 +49,9 @@ def _load(rows: int) -> dict:
         cursor.execute(f"SELECT min(id) FROM {recipient} WHERE user_id LIKE 'bench-u-%%'")
         first = cursor.fetchone()[0]
         dropped = _drop_secondary_indexes(cursor, notification)
+        # The rows' foreign keys are right by construction: skip their per-row checks during the load
+        # (the bench's PostgreSQL runs as its superuser, bin/lib/services.sh).
+        cursor.execute("SET session_replication_role = replica")
         cursor.execute(
             f"""
             INSERT INTO {notification}
@@ -74,6 +77,7 @@ def _load(rows: int) -> dict:
              first, kind.pk, *[SENT_MODULO] * 7, CAMPAIGN_SHARE, campaign.pk, users, rows,
              rows],
         )  # fmt: skip
+        cursor.execute("SET session_replication_role = DEFAULT")
         loaded = time.perf_counter() - started
         started = time.perf_counter()
         for definition in dropped:
@@ -86,7 +90,14 @@ def _load(rows: int) -> dict:
 
 
 def _drop_secondary_indexes(cursor, table: str) -> list[str]:
-    """Drop ``table``'s indexes that back no constraint; return their CREATE INDEX statements."""
+    """Drop ``table``'s indexes and UNIQUE constraints but its primary key; return the statements that remake them."""
+    cursor.execute(
+        "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'u'",
+        [table],
+    )
+    constraints = cursor.fetchall()
+    for name, _ in constraints:
+        cursor.execute(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
     cursor.execute(
         "SELECT i.indexname, i.indexdef FROM pg_indexes i WHERE i.tablename = %s AND NOT EXISTS"
         " (SELECT 1 FROM pg_constraint c WHERE c.conname = i.indexname)",
@@ -95,7 +106,8 @@ def _drop_secondary_indexes(cursor, table: str) -> list[str]:
     found = cursor.fetchall()
     for name, _ in found:
         cursor.execute(f'DROP INDEX "{name}"')
-    return [definition for _, definition in found]
+    remake = [f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}' for name, definition in constraints]
+    return remake + [definition for _, definition in found]
 
 
 def _queries(made: dict) -> dict:
@@ -146,6 +158,27 @@ def _measure(name: str, pick, searches: int, state: str = "") -> tuple[float, fl
     return nearest_rank(times, 50), nearest_rank(times, 95)
 
 
+def _print_campaign_plans(made: dict) -> None:
+    """What PostgreSQL does for a campaign's first page keys: the plan and its time, as EXPLAIN ANALYZE says."""
+    from django.db import connection
+
+    from backend.support import search
+
+    lookup = search.resolve(f"campaign:{made['campaign']}", "campaign")
+    sql, params = search.query(lookup, search.Filters(), None, search.PAGE_SIZE + 1).query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)
+        lines = [row[0].strip() for row in cursor.fetchall()]
+    print(
+        "a campaign's page keys: "
+        + " / ".join(
+            line
+            for line in lines
+            if "Scan" in line or "Append" in line or "Sort" in line or line.startswith("Execution")
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="notifications to make (default 1,000,000)")
@@ -162,6 +195,7 @@ def main() -> None:
     for name, p50, p95 in results:
         print(f"{name:32} {p50:8.1f} {p95:8.1f}")
     worst = max(p95 for _, _, p95 in results)
+    _print_campaign_plans(made)
     verdict = "within" if worst <= TARGET_P95_MS else "OVER"
     print(f"worst p95 {worst:.1f} ms: {verdict} the {TARGET_P95_MS:.0f} ms target")
 

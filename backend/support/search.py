@@ -6,7 +6,7 @@ the same way (the kind is carried in the URL):
 
 - ``notification``: a notification id (UUID) — the primary key;
 - ``campaign``: ``campaign:12`` (or ``campaign 12``) — index ``notification_campaign_idx``
-  (campaign, state, created_at, id), read one state at a time and merged (``queries``);
+  (campaign, state, created_at, id), read one state at a time and merged (``query``);
 - ``user``: the company's user id — ``Recipient.user_id`` UNIQUE, then
   ``notification_recipient_idx`` (recipient, created_at);
 - ``phone``: a number in any form a caller reads out (``+966 50 123 4567``,
@@ -291,26 +291,41 @@ def resolve(query: str, kind: str = "auto") -> Lookup:
 
 def page(lookup: Lookup, filters: Filters, after: Cursor | None = None, size: int = PAGE_SIZE) -> Page:
     """One page of the notifications ``lookup`` finds, narrowed by ``filters``, after ``after``, newest first."""
-    rows: list[Notification] = []
-    for queryset in queries(lookup, filters, after, size + 1):
-        rows += queryset
-    rows.sort(key=lambda row: (row.created_at, row.id), reverse=True)
-    more = len(rows) > size
-    rows = rows[:size]
+    newest = list(query(lookup, filters, after, size + 1))
+    if _by_state(lookup, filters):
+        found = _rows().in_bulk([pk for _, pk in newest[:size]])
+        rows = [found[pk] for _, pk in newest[:size]]
+    else:
+        rows = newest[:size]
+    more = len(newest) > size
     return Page(lookup, rows, Cursor(rows[-1].created_at, rows[-1].id) if more else None)
 
 
-def queries(lookup: Lookup, filters: Filters, after: Cursor | None, limit: int) -> list[QuerySet[Notification]]:
-    """The queries of one page, each an ordered index range cut at ``limit`` rows; the page merges them.
+def _by_state(lookup: Lookup, filters: Filters) -> bool:
+    return lookup.campaign_id is not None and not filters.state
 
-    One query, but for a campaign without a state filter one per state its rows are in: its
-    index is (campaign, state, created_at, id), so a million-row campaign is never sorted whole.
+
+def query(lookup: Lookup, filters: Filters, after: Cursor | None, limit: int) -> QuerySet:
+    """The query of one page: the first ``limit`` rows, newest first, as one ordered index range.
+
+    A campaign without a state filter is read one state at a time: its index is (campaign, state,
+    created_at, id), so each state's newest rows are an ordered range of it, and their UNION ALL,
+    ordered and cut, gives the page's (created_at, id) keys without sorting a million-row
+    campaign (a merge of the ordered ranges); ``page`` then reads those rows by primary key.
     """
     condition = filters.condition() & (after.condition() if after else Q())
     rows = _rows().filter(lookup.condition, condition)
-    if lookup.campaign_id is None or filters.state:
-        return [rows[:limit]]
-    return [rows.filter(state=state)[:limit] for state in _campaign_states(lookup.campaign_id)]
+    if not _by_state(lookup, filters):
+        return rows[:limit]
+    per_state = [
+        rows.filter(state=state).values_list("created_at", "id")[:limit]
+        for state in _campaign_states(lookup.campaign_id)
+    ]
+    if not per_state:
+        return rows.none()
+    if len(per_state) == 1:
+        return per_state[0]
+    return per_state[0].union(*per_state[1:], all=True).order_by("-created_at", "-id")[:limit]
 
 
 def _campaign_states(campaign_id: int) -> list[str]:
