@@ -164,7 +164,7 @@ def national_phone(text: str, region: str | None = None) -> str | None:
 
 
 def candidates(query: str) -> list[Lookup]:
-    """Every kind ``query`` could be, in ``KINDS`` order (no database query but the key's scopes)."""
+    """Every kind ``query`` could be, in ``KINDS`` order; a user id, phone or email costs an indexed recipient query."""
     query = query.strip()
     found = []
     for kind in KINDS:
