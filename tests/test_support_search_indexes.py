@@ -75,6 +75,11 @@ def test_a_campaign_is_read_one_ordered_state_range_at_a_time(scene):
     campaign = Campaign.objects.create(name="Weekend", kind=scene.sent.kind, channel="sms", segment=segment)
     Notification.objects.filter(recipient__user_id="u-ar-1").update(campaign=campaign)
 
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+        # A few rows are cheaper sorted than read in order: ask for the plan that sorts nothing, which
+        # only the (campaign, state, created_at, id) index gives (and a million rows choose anyway).
+        cursor.execute("SET LOCAL enable_sort = off")
     [keys] = page_plans(f"campaign:{campaign.pk}", "campaign")
 
     # One ordered range per state (sent, suppressed, failed), merged: no sort of the campaign's rows.
