@@ -190,7 +190,16 @@ def test_the_trail_of_a_sent_sms_shows_the_attempt_and_cost(as_agent, scene):
 
     assert "Every check passed" in body and "Accepted by twilio for delivery." in body
     assert "87 ms" in body and "UCS-2" in body and "0.04500 USD" in body and "SM5012abc" in body
-    assert f'href="/templates/{scene.sent.template_version_id}/"' in body
+    assert "shipped / ar / sms v1 (approved)" in body and "تم شحن طلبك رقم {{ order }}." in body
+    assert f'href="/templates/{scene.sent.template_version_id}/"' not in body  # support may not open the editor
+
+
+def test_those_who_may_open_the_editor_get_the_template_version_linked(client, scene):
+    client.force_login(User.objects.get(username="admin"))
+
+    body = client.get(f"/support/notifications/{scene.sent.pk}/").content.decode()
+
+    assert f'href="/templates/{scene.sent.template_version_id}/">shipped / ar / sms v1</a>' in body
     assert 'dir="rtl" lang="ar">تم شحن طلبك رقم 5012.</blockquote>' in body
 
 

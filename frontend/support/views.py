@@ -122,6 +122,8 @@ def notification_page(request: HttpRequest, pk) -> HttpResponse:
         "direction": first_strong_direction(notification.preview),
         "phone": mask_phone(recipient.phone), "email": mask_email(recipient.email),
         "can_reveal": request.user.has_perm(REVEAL),
+        # Support agents read the version's text here; the editor's page is for those who may open it.
+        "can_open_templates": request.user.has_perm("notifications.view_templateversion"),
         "can_replay": request.user.has_perm(REPLAY) and any(letter.replayed_at is None for letter in letters),
         "held": notification.digested.count() if notification.reason == "digest" else 0,
     }  # fmt: skip
