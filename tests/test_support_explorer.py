@@ -4,12 +4,16 @@ import csv
 import io
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from backend.env import EnvError, env_region
 from backend.notifications.models import Device, Notification, Recipient, State
 from backend.support import search
 from backend.support.models import ContactReveal
+from campaigns.models import Campaign, Segment
 from tests.support_setup import make_scene, send
 
 
@@ -125,8 +129,6 @@ def test_pages_follow_newest_first_by_keyset(as_agent, scene):
 
 
 def test_a_campaign_search_merges_its_states_newest_first(scene):
-    from campaigns.models import Campaign
-
     campaign = Campaign.objects.create(
         name="Weekend", kind=scene.sent.kind, channel="sms", segment=_segment(), state=Campaign.State.RUNNING
     )
@@ -140,8 +142,6 @@ def test_a_campaign_search_merges_its_states_newest_first(scene):
 
 
 def _segment():
-    from campaigns.models import Segment
-
     return Segment.objects.create(name="everyone", kind=Segment.Kind.LIST)
 
 
@@ -224,8 +224,6 @@ def test_a_role_without_replay_gets_no_button_and_403(client, scene):
 
 
 def _permissions(*codenames):
-    from django.contrib.auth.models import Permission
-
     return Permission.objects.filter(content_type__app_label="support", codename__in=codenames)
 
 
@@ -277,8 +275,6 @@ def test_the_csv_export_streams_the_whole_search_masked(as_agent, scene):
 
 
 def test_the_default_region_setting_is_read_strictly(monkeypatch):
-    from backend.env import EnvError, env_region
-
     monkeypatch.setenv("NOTIFY_DEFAULT_REGION", " us ")
     assert env_region("NOTIFY_DEFAULT_REGION", "SA") == "US"
     monkeypatch.setenv("NOTIFY_DEFAULT_REGION", "Saudi")
@@ -296,3 +292,15 @@ def test_a_user_id_with_a_slash_and_a_question_mark_links_to_its_page(as_agent, 
     page = as_agent.get("/support/users/shop/42%20%3Fx%23y/")
     assert page.status_code == 200 and page.context["rows"][0]["n"].pk == odd.pk
     assert as_agent.post("/support/users/shop/42%20%3Fx%23y/reveal/email").status_code == 302
+
+
+def test_the_search_page_costs_the_same_queries_however_many_rows(as_agent, scene):
+    with CaptureQueriesContext(connection) as three:
+        as_agent.get("/support/", {"q": "u-ar-1"})
+    for n in range(3):
+        send(f"order-{n}-more", "u-ar-1", "shipped", {"order": str(n)}, channel="sms")
+    with CaptureQueriesContext(connection) as six:
+        response = as_agent.get("/support/", {"q": "u-ar-1"})
+
+    assert len(response.context["page"].rows) == 6
+    assert len(six.captured_queries) == len(three.captured_queries)

@@ -13,6 +13,7 @@ from django.db import connection
 
 from backend.notifications.models import Notification
 from backend.support import search
+from campaigns.models import Campaign, Segment
 from tests.support_setup import make_scene
 
 
@@ -69,8 +70,6 @@ def test_a_notification_id_uses_the_primary_key(scene):
 
 
 def test_a_campaign_is_read_one_ordered_state_range_at_a_time(scene):
-    from campaigns.models import Campaign, Segment
-
     segment = Segment.objects.create(name="everyone", kind=Segment.Kind.LIST)
     campaign = Campaign.objects.create(name="Weekend", kind=scene.sent.kind, channel="sms", segment=segment)
     Notification.objects.filter(recipient__user_id="u-ar-1").update(campaign=campaign)

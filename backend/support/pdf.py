@@ -36,7 +36,10 @@ def _entries(notifications: list[Notification]) -> list[Entry]:
 
 
 def _rows():
-    return Notification.objects.select_related("recipient", "kind", "client", "digest", "template_version")
+    # The history and attempts of every notification in two queries, not two per notification.
+    return Notification.objects.select_related(
+        "recipient", "kind", "client", "digest", "template_version"
+    ).prefetch_related("state_changes", "attempts")
 
 
 def _render(title: str, recipient: Recipient, entries: list[Entry], filename: str) -> HttpResponse:
