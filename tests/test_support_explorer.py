@@ -304,3 +304,14 @@ def test_the_search_page_costs_the_same_queries_however_many_rows(as_agent, scen
 
     assert len(response.context["page"].rows) == 6
     assert len(six.captured_queries) == len(three.captured_queries)
+
+
+def test_the_reveal_audit_is_read_only_in_the_admin(client, as_agent, scene):
+    as_agent.post("/support/users/u-ar-1/reveal/email")
+    client.force_login(User.objects.get(username="admin"))
+
+    listed = client.get("/admin/support/contactreveal/")
+    assert listed.status_code == 200 and "u-ar-1" in listed.content.decode()
+    row = ContactReveal.objects.get()
+    assert client.post(f"/admin/support/contactreveal/{row.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert ContactReveal.objects.count() == 1
