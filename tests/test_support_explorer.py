@@ -155,6 +155,8 @@ def _segment():
          "Unknown kind of search 'fax': one of notification, campaign, user, phone, email, key, reference."),
         ({"q": "hello", "as": "phone"}, "'hello' is not a phone number."),
         ({"q": "x" * 300}, "A search is at most 255 characters."),
+        ({"q": "u-ar\x00-1"}, "The search may not contain control characters."),
+        ({"q": "u-ar-1", "reason": "opted\x00"}, "reason may not contain control characters."),
     ],
 )  # fmt: skip
 def test_a_search_it_cannot_read_is_a_400_that_says_why(as_agent, scene, params, message):

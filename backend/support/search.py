@@ -56,6 +56,7 @@ _CAMPAIGN = re.compile(r"campaign[:#\s]\s*(\d{1,18})", re.IGNORECASE)
 # What a caller reads out as a phone number: digits, a leading + or 00, spaces, dots, dashes, brackets.
 _PHONE = re.compile(r"\+?[\d\s().\-]{6,30}")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 class SearchError(ValueError):
@@ -278,6 +279,7 @@ def resolve(query: str, kind: str = "auto") -> Lookup:
         raise SearchError("Type a user id, phone number, email, idempotency key, provider reference or id.")
     if len(query) > MAX_QUERY:
         raise SearchError(f"A search is at most {MAX_QUERY} characters.")
+    _refuse_controls("The search", query)
     if kind != "auto":
         if kind not in KINDS:
             raise SearchError(f"Unknown kind of search {kind!r}: one of {', '.join(KINDS)}.")
@@ -364,8 +366,16 @@ def parse_filters(data: Any) -> Filters:
     ``since``, ``until`` as ISO 8601 or ``YYYY-MM-DDTHH:MM`` in UTC); raises ``SearchError`` naming a bad one."""
     values = {name: data.get(name, "").strip()[:64] for name in ("state", "reason", "kind", "channel", "provider",
                                                                   "priority")}  # fmt: skip
+    for name, value in values.items():
+        _refuse_controls(name, value)
     times = {name: _when(name, data.get(name, "").strip()) for name in ("since", "until")}
     return Filters(**values, **times)
+
+
+def _refuse_controls(name: str, text: str) -> None:
+    """PostgreSQL refuses a statement holding NUL (a 500 otherwise); no id, number or address has a control."""
+    if _CONTROL.search(text):
+        raise SearchError(f"{name} may not contain control characters.")
 
 
 def _when(name: str, text: str) -> datetime | None:
