@@ -103,14 +103,14 @@ def export_csv(request: HttpRequest) -> HttpResponse:
     return _private(response)
 
 
-def _notification(pk) -> Notification:
+def _notification(pk: uuid.UUID) -> Notification:
     rows = Notification.objects.select_related("recipient", "kind", "client", "digest", "template_version")
     return get_object_or_404(rows, pk=pk)
 
 
 @require_GET
 @staff_only(USE)
-def notification_page(request: HttpRequest, pk) -> HttpResponse:
+def notification_page(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     """One notification: the decision trail, template version, preview, attempts, dead letters, replay."""
     notification = _notification(pk)
     recipient = notification.recipient
@@ -132,14 +132,14 @@ def notification_page(request: HttpRequest, pk) -> HttpResponse:
 
 @require_GET
 @staff_only(USE)
-def notification_pdf(request: HttpRequest, pk) -> HttpResponse:
+def notification_pdf(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     """One notification's history as a PDF download."""
     return pdf.notification_pdf(_notification(pk))
 
 
 @require_POST
 @staff_only(USE)
-def replay(request: HttpRequest, pk) -> HttpResponse:
+def replay(request: HttpRequest, pk: uuid.UUID) -> HttpResponse:
     """Replay the notification's open dead letter (``actions.replay``: never past its validity)."""
     if not request.user.has_perm(REPLAY):
         raise PermissionDenied
