@@ -202,8 +202,12 @@ def _as_campaign(query: str) -> Lookup | None:
 
 def _recipients(kind: str, value: str, condition: Q) -> Lookup:
     """Notifications of the recipients matching ``condition``: their ids first (an index each), then theirs."""
-    ids = list(recipients().filter(condition).values_list("pk", flat=True)[:20])
-    return Lookup(kind, value, Q(recipient_id__in=ids))
+    return Lookup(kind, value, Q(recipient_id__in=list(recipient_ids(condition))))
+
+
+def recipient_ids(condition: Q) -> QuerySet:
+    """The ids of at most 20 recipients matching ``condition`` (on ``recipients()``), in no particular order."""
+    return recipients().filter(condition).order_by().values_list("pk", flat=True)[:20]
 
 
 def _as_user(query: str) -> Lookup | None:
