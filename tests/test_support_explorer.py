@@ -128,17 +128,77 @@ def test_pages_follow_newest_first_by_keyset(as_agent, scene):
     assert second.next_cursor is None
 
 
-def test_a_campaign_search_merges_its_states_newest_first(scene):
+def _campaign_rows(scene, count: int) -> tuple[Campaign, list[str]]:
+    """A running campaign with ``count`` rows keyed as its fan-out keys them, in shuffled states; its user ids."""
     campaign = Campaign.objects.create(
         name="Weekend", kind=scene.sent.kind, channel="sms", segment=_segment(), state=Campaign.State.RUNNING
     )
-    Notification.objects.filter(pk__in=[scene.sent.pk, scene.dead.pk, scene.other.pk]).update(campaign=campaign)
+    states = [State.QUEUED, State.SENT, State.FAILED, State.SUPPRESSED]
+    user_ids = [f"cust-{n:03d}" for n in range(count)]
+    recipients = Recipient.objects.bulk_create(Recipient(user_id=user_id) for user_id in user_ids)
+    Notification.objects.bulk_create(
+        Notification(
+            idempotency_key=f"campaign:{campaign.pk}:{recipient.user_id}", idempotency_scope=f"campaign:{campaign.pk}",
+            request_hash="", recipient=recipient, kind=scene.sent.kind, channel="sms", priority="standard",
+            state=states[(n * 7) % 4], campaign=campaign,
+        )
+        for n, recipient in enumerate(reversed(recipients))
+    )  # fmt: skip
+    return campaign, user_ids
 
-    page = search.page(search.resolve(f"campaign:{campaign.pk}"), search.Filters(), size=2)
 
-    assert page.lookup.kind == "campaign"
-    assert [row.pk for row in page.rows] == [scene.other.pk, scene.dead.pk]
-    assert [row.pk for row in search.page(page.lookup, search.Filters(), page.next_cursor).rows] == [scene.sent.pk]
+def test_a_campaign_search_pages_every_row_once_by_user_id(as_agent, scene):
+    campaign, user_ids = _campaign_rows(scene, 120)
+
+    seen, after, pages = [], "", 0
+    while True:
+        response = as_agent.get("/support/", {"q": f"campaign:{campaign.pk}", "as": "campaign", "after": after})
+        page, pages = response.context["page"], pages + 1
+        seen += [row.recipient.user_id for row in page.rows]
+        if page.next_cursor is None:
+            break
+        body = response.content.decode()
+        assert "listed by user id" in body and "newest first" not in body and "Next →" in body
+        after = str(page.next_cursor)
+        assert after == f"key~campaign:{campaign.pk}:{seen[-1]}"
+
+    assert pages == 3 and seen == user_ids
+
+
+def test_a_campaign_search_filters_by_state_on_top_of_the_user_order(scene):
+    campaign, _ = _campaign_rows(scene, 40)
+    lookup = search.resolve(f"campaign:{campaign.pk}")
+    failed = search.Filters(state="failed")
+
+    first = search.page(lookup, failed, size=6)
+    rest = search.page(lookup, failed, first.next_cursor, size=6)
+
+    expected = sorted(r.recipient.user_id for r in Notification.objects.filter(campaign=campaign, state="failed"))
+    assert len(expected) == 10
+    assert [row.recipient.user_id for row in first.rows + rest.rows] == expected and rest.next_cursor is None
+
+
+def test_the_csv_export_of_a_campaign_has_every_row_once(as_agent, scene, monkeypatch):
+    campaign, user_ids = _campaign_rows(scene, 120)
+    real_each_row = search.each_row
+    monkeypatch.setattr(search, "each_row", lambda lookup, filters: real_each_row(lookup, filters, batch=50))
+
+    response = as_agent.get("/support/export.csv", {"q": f"campaign:{campaign.pk}"})
+
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [row["user_id"] for row in rows] == user_ids
+
+
+@pytest.mark.parametrize("after", ["2026-11-30T10:00:00+00:00~3f1c1b8e-1d2a-4a47-9d5f-0c7a4b6f1e21", "key~a\x00b"])
+def test_a_campaign_page_link_of_another_order_or_damaged_is_a_400(as_agent, scene, after):
+    campaign, _ = _campaign_rows(scene, 3)
+    response = as_agent.get("/support/", {"q": f"campaign:{campaign.pk}", "after": after})
+    assert response.status_code == 400 and "That page link is damaged" in response.content.decode()
+
+
+def test_a_key_page_link_on_a_search_newest_first_is_a_400(as_agent, scene):
+    response = as_agent.get("/support/", {"q": "u-ar-1", "after": "key~order-5012-shipped"})
+    assert response.status_code == 400 and "That page link is damaged" in response.content.decode()
 
 
 def _segment():

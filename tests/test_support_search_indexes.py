@@ -6,8 +6,6 @@ order. A query that has none still scans the table then, and the test names the 
 ``bin/bench support_search`` measures the same queries on 5,000,000 rows.
 """
 
-import re
-
 import pytest
 from django.db import connection
 from django.db.models import Q
@@ -64,6 +62,20 @@ def test_an_idempotency_key_uses_the_unique_scope_key_index(scene):
 
 
 def test_a_provider_reference_uses_its_own_index(scene):
+    # With one reference the (provider, provider_ref) index, read whole, ties with this one (8.17 against
+    # 8.18 after other tests' rolled-back rows): a few hundred references of three providers, as in
+    # production, make reading that one whole cost what it does.
+    Notification.objects.bulk_create(
+        Notification(
+            idempotency_key=f"filler-{n}", idempotency_scope="internal", request_hash="",
+            recipient=scene.sent.recipient,
+            kind=scene.sent.kind, channel="sms", priority="standard", state="sent",
+            provider=("twilio", "vonage", "unifonic")[n % 3], provider_ref=f"REF{n:06d}",
+        )
+        for n in range(600)
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
     [notifications] = page_plans("SM5012abc", "reference")
     assert "notification_ref_search_idx" in notifications and "Seq Scan" not in notifications
 
@@ -73,17 +85,21 @@ def test_a_notification_id_uses_the_primary_key(scene):
     assert "notifications_notification_pkey" in notifications
 
 
-def test_a_campaign_is_read_one_ordered_state_range_at_a_time(scene):
+def test_a_campaign_is_read_in_key_order_from_the_unique_scope_key_index(scene):
     segment = Segment.objects.create(name="everyone", kind=Segment.Kind.LIST)
     campaign = Campaign.objects.create(name="Weekend", kind=scene.sent.kind, channel="sms", segment=segment)
-    Notification.objects.filter(recipient__user_id="u-ar-1").update(campaign=campaign)
+    for n in Notification.objects.filter(recipient__user_id="u-ar-1"):
+        n.campaign, n.idempotency_scope = campaign, f"campaign:{campaign.pk}"
+        n.idempotency_key = f"campaign:{campaign.pk}:u-ar-1-{n.pk}"
+        n.save(update_fields=["campaign", "idempotency_scope", "idempotency_key"])
 
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    [keys] = page_plans(f"campaign:{campaign.pk}", "campaign")
+    lookup = search.resolve(f"campaign:{campaign.pk}", "campaign")
+    after = search.Cursor(key=f"campaign:{campaign.pk}:u-ar-1-")
 
-    # One ordered range per state (sent, suppressed, failed), merged: no sort of the campaign's rows.
-    assert len(re.findall(r"Index (Only )?Scan Backward using notification_campaign_idx", keys)) == 3
-    assert "Merge Append" in keys and "->  Sort" not in keys and "Seq Scan" not in keys
-    [filtered] = page_plans(f"campaign:{campaign.pk}", "campaign", search.Filters(state="sent"))
-    assert "Index Scan Backward using notification_campaign_idx" in filtered and "Sort" not in filtered
+    # One ordered range of the (scope, key) index, no sort; the (campaign, state) index is not read.
+    for filters, cursor in ((search.Filters(), None), (search.Filters(state="sent"), after)):
+        keys = plan(search.query(lookup, filters, cursor, 51))
+        assert "Index Scan using notification_idempotency" in keys, keys
+        assert "Sort" not in keys and "Seq Scan" not in keys and "notification_campaign_idx" not in keys

@@ -22,7 +22,7 @@ class _Line:
 
 
 def csv_lines(lookup: search.Lookup, filters: search.Filters) -> Iterator[str]:
-    """The header, then one CSV line per notification of the search, newest first."""
+    """The header, then one CSV line per notification of the search, in its order (``Lookup.order``)."""
     writer = csv.writer(_Line())
     yield writer.writerow(COLUMNS)
     for row in search.each_row(lookup, filters):

@@ -1,12 +1,15 @@
-"""The support explorer's one search box: what a query names, and the notifications it finds, newest first.
+"""The support explorer's one search box: what a query names, and the notifications it finds, in order.
 
 A query is read as one of these kinds (``KINDS``); "auto" tries them in the order below and
 keeps the first that finds something, so a page of results and the next one always search
 the same way (the kind is carried in the URL):
 
 - ``notification``: a notification id (UUID) — the primary key;
-- ``campaign``: ``campaign:12`` (or ``campaign 12``) — index ``notification_campaign_idx``
-  (campaign, state, created_at, id), read one state at a time and merged (``query``);
+- ``campaign``: ``campaign:12`` (or ``campaign 12``) — listed by user id, not newest first: the
+  UNIQUE (scope, key) index ``notification_idempotency`` read in order over the scope
+  ``campaign:<id>`` (each key is ``campaign:<id>:<user id>``, compared bytewise, collation "C").
+  A campaign's rows are all made within its fan-out's minutes, and an index in time order would
+  cost every fan-out insert (``notification_campaign_idx`` stays (campaign, state));
 - ``user``: the company's user id — ``Recipient.user_id`` UNIQUE, then
   ``notification_recipient_idx`` (recipient, created_at);
 - ``phone``: a number in any form a caller reads out (``+966 50 123 4567``,
@@ -20,7 +23,8 @@ the same way (the kind is carried in the URL):
 
 There is no search without a query: "every failed SMS this week" over every notification would
 need an index on the creation time alone, paid by every insert of a million-row campaign.
-Filters (``Filters``) narrow a search; ``page`` pages it by keyset (created_at, id), never by OFFSET.
+Filters (``Filters``) narrow a search; ``page`` pages it by keyset, never by OFFSET: (created_at, id)
+newest first, or a campaign's idempotency key.
 """
 
 import re
@@ -32,7 +36,6 @@ from typing import Any
 
 import phonenumbers
 from django.conf import settings
-from django.db import connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Upper
 from django.utils.dateparse import parse_datetime
@@ -67,7 +70,7 @@ class SearchError(ValueError):
 class Lookup:
     """How a query is searched: its ``kind``, the ``value`` as searched (E.164, UUID…) and the rows' condition.
 
-    ``campaign_id`` is set for a campaign search, which is paged one state at a time.
+    ``campaign_id`` is set for a campaign search, which is listed and paged by idempotency key.
     """
 
     kind: str
@@ -78,6 +81,16 @@ class Lookup:
     @property
     def label(self) -> str:
         return f"{KIND_LABELS[self.kind]} {self.value}"
+
+    @property
+    def by_key(self) -> bool:
+        """Whether its rows are listed by idempotency key (a campaign's: by user id), not newest first."""
+        return self.campaign_id is not None
+
+    @property
+    def order(self) -> str:
+        """The order of its rows, as the page says it."""
+        return "listed by user id" if self.by_key else "newest first"
 
 
 @dataclass(frozen=True)
@@ -108,30 +121,46 @@ class Filters:
         return q
 
 
+_DAMAGED = "That page link is damaged: start the search again."
+
+
 @dataclass(frozen=True)
 class Cursor:
-    """Where the next page starts: after the row created at ``created_at`` with id ``id`` (newest first)."""
+    """Where the next page starts: after the row created at ``created_at`` with id ``id`` (newest first),
+    or, for a campaign (``Lookup.by_key``), after the row whose idempotency key is ``key``.
 
-    created_at: datetime
-    id: uuid.UUID
+    Written ``<ISO time>~<uuid>`` or ``key~<key>`` (a key may hold any character but a control one).
+    """
+
+    created_at: datetime | None = None
+    id: uuid.UUID | None = None
+    key: str | None = None
 
     def __str__(self) -> str:
+        if self.key is not None:
+            return f"key~{self.key}"
         return f"{self.created_at.isoformat()}~{self.id}"
 
     @classmethod
     def parse(cls, text: str) -> "Cursor":
         """Read ``str(cursor)`` back; raises ``SearchError`` for anything else."""
-        at, _, pk = text.partition("~")
+        at, _, rest = text.partition("~")
+        if at == "key":
+            if not rest or len(rest) > MAX_QUERY or _CONTROL.search(rest):
+                raise SearchError(_DAMAGED)
+            return cls(key=rest)
         try:
-            created_at, parsed_id = parse_datetime(at), uuid.UUID(pk)
+            created_at, parsed_id = parse_datetime(at), uuid.UUID(rest)
         except ValueError:
             created_at = None
         if created_at is None or created_at.tzinfo is None:
-            raise SearchError("That page link is damaged: start the search again.")
+            raise SearchError(_DAMAGED)
         return cls(created_at, parsed_id)
 
     def condition(self) -> Q:
-        """Rows strictly after this one in (created_at DESC, id DESC); the ``<=`` bounds the index scan."""
+        """Rows strictly after this one: by key, or in (created_at DESC, id DESC) with ``<=`` bounding the scan."""
+        if self.key is not None:
+            return Q(idempotency_key__gt=self.key)
         return Q(created_at__lte=self.created_at) & (
             Q(created_at__lt=self.created_at) | Q(created_at=self.created_at, id__lt=self.id)
         )
@@ -139,7 +168,7 @@ class Cursor:
 
 @dataclass
 class Page:
-    """One page of results, newest first, and the cursor of the next page (None on the last)."""
+    """One page of results in the lookup's order (``Lookup.order``), and the next page's cursor (None on the last)."""
 
     lookup: Lookup | None
     rows: list[Notification] = field(default_factory=list)
@@ -197,7 +226,9 @@ def _as_campaign(query: str) -> Lookup | None:
     if not match:
         return None
     campaign_id = int(match.group(1))
-    return Lookup("campaign", str(campaign_id), Q(campaign_id=campaign_id), campaign_id=campaign_id)
+    # The scope alone picks the campaign's rows out of notification_idempotency; campaign_id is only a safeguard.
+    condition = Q(idempotency_scope=f"campaign:{campaign_id}", campaign_id=campaign_id)
+    return Lookup("campaign", str(campaign_id), condition, campaign_id=campaign_id)
 
 
 def _recipients(kind: str, value: str, condition: Q) -> Lookup:
@@ -269,8 +300,9 @@ def recipients() -> QuerySet[Recipient]:
     return Recipient.objects.alias(email_upper=Upper("email"))
 
 
-def _rows() -> QuerySet[Notification]:
-    return Notification.objects.select_related("recipient", "kind").order_by("-created_at", "-id")
+def _rows(lookup: Lookup) -> QuerySet[Notification]:
+    order = ("idempotency_key",) if lookup.by_key else ("-created_at", "-id")
+    return Notification.objects.select_related("recipient", "kind").order_by(*order)
 
 
 def resolve(query: str, kind: str = "auto") -> Lookup:
@@ -296,66 +328,35 @@ def resolve(query: str, kind: str = "auto") -> Lookup:
 
 
 def page(lookup: Lookup, filters: Filters, after: Cursor | None = None, size: int = PAGE_SIZE) -> Page:
-    """One page of the notifications ``lookup`` finds, narrowed by ``filters``, after ``after``, newest first."""
-    newest = list(query(lookup, filters, after, size + 1))
-    if _by_state(lookup, filters):
-        found = _rows().in_bulk([pk for _, pk in newest[:size]])
-        rows = [found[pk] for _, pk in newest[:size]]
-    else:
-        rows = newest[:size]
-    more = len(newest) > size
-    return Page(lookup, rows, Cursor(rows[-1].created_at, rows[-1].id) if more else None)
+    """One page of the notifications ``lookup`` finds, narrowed by ``filters``, after ``after``, in its order.
 
-
-def _by_state(lookup: Lookup, filters: Filters) -> bool:
-    return lookup.campaign_id is not None and not filters.state
+    Raises ``SearchError`` for a cursor of the other order (a page link edited by hand).
+    """
+    if after is not None and (after.key is not None) != lookup.by_key:
+        raise SearchError(_DAMAGED)
+    found = list(query(lookup, filters, after, size + 1))
+    rows = found[:size]
+    if len(found) <= size:
+        return Page(lookup, rows, None)
+    last = rows[-1]
+    cursor = Cursor(key=last.idempotency_key) if lookup.by_key else Cursor(last.created_at, last.id)
+    return Page(lookup, rows, cursor)
 
 
 def query(lookup: Lookup, filters: Filters, after: Cursor | None, limit: int) -> QuerySet:
-    """The query of one page: the first ``limit`` rows, newest first, as one ordered index range.
+    """The query of one page: the first ``limit`` rows in the lookup's order, as one ordered index range.
 
-    A campaign without a state filter is read one state at a time: its index is (campaign, state,
-    created_at, id), so each state's newest rows are an ordered range of it, and their UNION ALL,
-    ordered and cut, gives the page's (created_at, id) keys without sorting a million-row
-    campaign (a merge of the ordered ranges); ``page`` then reads those rows by primary key.
+    A campaign's rows are the range ``idempotency_scope = 'campaign:<id>'`` of the UNIQUE
+    (scope, key) index, read in key order from ``after``'s key: no sort of a million-row campaign,
+    and no index in time order for its fan-out to pay. Filters are checked on the rows read, so
+    a filter few of the campaign's rows match reads further along that range.
     """
     condition = filters.condition() & (after.condition() if after else Q())
-    rows = _rows().filter(lookup.condition, condition)
-    if not _by_state(lookup, filters):
-        return rows[:limit]
-    per_state = [
-        rows.filter(state=state).values_list("created_at", "id")[:limit]
-        for state in _campaign_states(lookup.campaign_id)
-    ]
-    if not per_state:
-        return rows.none()
-    if len(per_state) == 1:
-        return per_state[0]
-    return per_state[0].union(*per_state[1:], all=True).order_by("-created_at", "-id")[:limit]
-
-
-def _campaign_states(campaign_id: int) -> list[str]:
-    """The states the campaign's rows are in, whatever states exist (``delivered`` from receipts included).
-
-    A loose index scan: each step is one probe of the index for the next state after the last,
-    so a million rows in four states cost five probes, not a scan of the million.
-    """
-    table = Notification._meta.db_table
-    sql = f"""
-        WITH RECURSIVE states(state) AS (
-            SELECT MIN(state) FROM {table} WHERE campaign_id = %s
-            UNION ALL
-            SELECT (SELECT MIN(state) FROM {table} WHERE campaign_id = %s AND state > states.state)
-            FROM states WHERE states.state IS NOT NULL
-        )
-        SELECT state FROM states WHERE state IS NOT NULL"""
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [campaign_id, campaign_id])
-        return [state for (state,) in cursor.fetchall()]
+    return _rows(lookup).filter(lookup.condition, condition)[:limit]
 
 
 def each_row(lookup: Lookup, filters: Filters, batch: int = 2000) -> Iterator[Notification]:
-    """Every notification of the search, newest first, read a keyset page of ``batch`` at a time (for exports)."""
+    """Every notification of the search once, in its order, read a keyset page of ``batch`` at a time (exports)."""
     after = None
     while True:
         result = page(lookup, filters, after, batch)

@@ -64,7 +64,7 @@ def _choices() -> dict:
 @require_GET
 @staff_only(USE)
 def search_page(request: HttpRequest) -> HttpResponse:
-    """The search box, its filters and one page of results, newest first; a search it cannot read is a 400."""
+    """The search box, its filters and one page of results in its order; a search it cannot read is a 400."""
     context = {**_choices(), "params": request.GET, "error": "", "page": None}
     status = 200
     if request.GET.get("q", "").strip():

@@ -121,9 +121,10 @@ class Notification(models.Model):
             models.Index(
                 fields=["priority", "queued_at"], condition=Q(state="queued"), name="notification_tier_queue_idx"
             ),
-            # A campaign's progress per state, and the feeder's pick of its queued rows not yet handed over;
-            # created_at and id: the support explorer's newest rows of a campaign, one state at a time.
-            models.Index(fields=["campaign", "state", "created_at", "id"], name="notification_campaign_idx"),
+            # A campaign's progress per state, and the feeder's pick of its queued rows not yet handed over.
+            # Nothing more: B-tree deduplication folds a batch's identical (campaign, state) entries, which
+            # any further column would undo (the support explorer lists a campaign by the UNIQUE scope, key).
+            models.Index(fields=["campaign", "state"], name="notification_campaign_idx"),
             # The support explorer's search by a provider's reference alone (backend/support/search.py).
             models.Index(fields=["provider_ref"], condition=~Q(provider_ref=""), name="notification_ref_search_idx"),
         ]
