@@ -139,7 +139,7 @@ def _queries(made: dict) -> dict:
         "idempotency key": lambda: (f"bench-order-{sent_row()}", "key"),
         "provider reference": lambda: (stored("provider_ref", sent_row()), "reference"),
         "notification id": lambda: (random.choice(ids), "notification"),
-        "campaign (newest first)": lambda: (f"campaign:{made['campaign']}", "campaign"),
+        "campaign (by user id)": lambda: (f"campaign:{made['campaign']}", "campaign"),
     }
 
 
@@ -159,7 +159,7 @@ def _measure(name: str, pick, searches: int, state: str = "") -> tuple[float, fl
 
 
 def _print_campaign_plans(made: dict) -> None:
-    """What PostgreSQL does for a campaign's first page keys: the plan and its time, as EXPLAIN ANALYZE says."""
+    """What PostgreSQL does for a campaign's first page: the plan and its time, as EXPLAIN ANALYZE says."""
     from django.db import connection
 
     from backend.support import search
@@ -170,7 +170,7 @@ def _print_campaign_plans(made: dict) -> None:
         cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)
         lines = [row[0].strip() for row in cursor.fetchall()]
     print(
-        "a campaign's page keys: "
+        "a campaign's first page: "
         + " / ".join(
             line
             for line in lines
@@ -190,7 +190,7 @@ def main() -> None:
     made = _load(args.rows)
     picks = _queries(made)
     results = [(name, *_measure(name, pick, args.searches)) for name, pick in picks.items()]
-    results.append(("campaign, state=failed", *_measure("", picks["campaign (newest first)"], args.searches, "failed")))
+    results.append(("campaign, state=failed", *_measure("", picks["campaign (by user id)"], args.searches, "failed")))
     print(f"{'search':32} {'p50 ms':>8} {'p95 ms':>8}")
     for name, p50, p95 in results:
         print(f"{name:32} {p50:8.1f} {p95:8.1f}")
