@@ -113,3 +113,14 @@ def env_web_url(name: str, default: str = "") -> str:
     if parts is None or parts.scheme not in ("http", "https") or not host or parts.username or parts.password:
         raise EnvError(f"{name}={raw!r}: expected an absolute http:// or https:// URL without user or password")
     return raw
+
+
+def env_region(name: str, default: str) -> str:
+    """``$NAME`` as an upper-case region code that phonenumbers has a numbering plan for (``SA``, ``US``, ``GB``)."""
+    import phonenumbers
+
+    raw = os.environ.get(name, default)
+    region = raw.strip().upper()
+    if region not in phonenumbers.SUPPORTED_REGIONS:
+        raise EnvError(f"{name}={raw!r}: expected a region code such as SA, US or GB")
+    return region

@@ -14,7 +14,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_str, env_web_url
+from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_region, env_str, env_web_url
 from backend.notifications.locales import RightToLeft
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "frontend",
     "inbox",
     "campaigns",
+    "backend.support",
 ]
 
 MIDDLEWARE = [
@@ -378,6 +379,10 @@ INBOX = {
 # Prometheus at /metrics (backend/notifications/metrics.py): with a token, scrapers send
 # "Authorization: Bearer <token>"; without one, only requests from the loopback address are answered.
 METRICS_TOKEN = env_str("NOTIFY_METRICS_TOKEN", "")
+
+# The support explorer (backend/support/): the region whose national numbers a caller may read out
+# without a country code ("0501234567" is +966501234567 with SA), a CLDR region code phonenumbers knows.
+SUPPORT = {"DEFAULT_REGION": env_region("NOTIFY_DEFAULT_REGION", "SA")}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/", include("inbox.api_urls")),
     path("api/v1/", include("campaigns.api_urls")),
     path("inbox/", include("inbox.urls")),
+    path("support/", include("frontend.support.urls")),
     path("admin/", admin.site.urls),
     # Delivery receipts from the SMS providers: signed, no login (receipts/views.py).
     path("webhooks/", include("backend.notifications.receipts.urls")),

@@ -126,7 +126,11 @@ class Notification(models.Model):
                 fields=["priority", "queued_at"], condition=Q(state="queued"), name="notification_tier_queue_idx"
             ),
             # A campaign's progress per state, and the feeder's pick of its queued rows not yet handed over.
+            # Nothing more: B-tree deduplication folds a batch's identical (campaign, state) entries, which
+            # any further column would undo (the support explorer lists a campaign by the UNIQUE scope, key).
             models.Index(fields=["campaign", "state"], name="notification_campaign_idx"),
+            # The support explorer's search by a provider's reference alone (backend/support/search.py).
+            models.Index(fields=["provider_ref"], condition=~Q(provider_ref=""), name="notification_ref_search_idx"),
         ]
 
     def __str__(self) -> str:

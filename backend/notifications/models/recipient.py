@@ -1,4 +1,5 @@
 from django.db import models
+from django.db.models.functions import Upper
 
 from backend.notifications.locales import text_direction
 
@@ -36,6 +37,8 @@ class Recipient(models.Model):
 
     class Meta:
         ordering = ["user_id"]
+        # The support explorer finds an email whatever its case (backend/support/search.py).
+        indexes = [models.Index(Upper("email"), name="recipient_email_upper_idx")]
 
     def __str__(self) -> str:
         return self.user_id

@@ -122,6 +122,8 @@ GROUP_PERMISSIONS = {
         "inbox.view_inboxmessage",  # "did it reach the inbox? was it read?"
         "campaigns.view_campaign",  # "was I in that campaign?": its page, counts and ledger
         "campaigns.view_campaignaudit",
+        "support.use_explorer",  # /support/: search, the decision trail, exports
+        "support.reveal_contact",  # show a masked phone or email (audited)
     ],
     "template editor": ["view_kind", "view_templateversion", "add_templateversion", "change_templateversion"],
     "marketer": [
