@@ -14,7 +14,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("notifications", "0018_opaque_codes_compare_bytewise")]
+    dependencies = [("notifications", "0019_delivered_undelivered_states_and_receipts")]
 
     operations = [
         migrations.AddIndex(

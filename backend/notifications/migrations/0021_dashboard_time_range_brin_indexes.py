@@ -34,6 +34,6 @@ def _drop(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("notifications", "0019_delivered_undelivered_states_and_receipts")]
+    dependencies = [("notifications", "0020_support_search_indexes")]
 
     operations = [migrations.RunPython(_create, _drop)]
