@@ -131,15 +131,23 @@ def _store_event(provider: str, transition: str) -> None:
     BreakerEvent.objects.create(provider=provider, from_state=from_state, to_state=to_state, reason=reason)
 
 
-def allow(provider: str) -> bool:
-    """May a call go to ``provider`` now? While open, no; after the cool-down, one probe."""
+def admit(provider: str) -> str:
+    """What may go to ``provider`` now: "allow" (closed), "deny" (open) or "probe" (exactly one call).
+
+    A batch worker sends one call of its batch on "probe" and re-schedules the rest.
+    """
     cooldown = settings.NOTIFY["BREAKER_COOLDOWN"]
     client = redis_client()
     verdict = client.eval(_ALLOW, 1, _keys(provider)[0], cooldown) if client else _local.allow(provider, cooldown)
     if verdict.startswith("probe:"):
         _store_event(provider, f"{verdict.split(':', 1)[1]}>{HALF_OPEN}")
-        return True
-    return verdict == "allow"
+        return "probe"
+    return verdict
+
+
+def allow(provider: str) -> bool:
+    """May a call go to ``provider`` now? While open, no; after the cool-down, one probe."""
+    return admit(provider) != "deny"
 
 
 def record(provider: str, ok: bool) -> None:
@@ -162,6 +170,38 @@ def record(provider: str, ok: bool) -> None:
         transition = _local.record(provider, ok, conf)
     if transition:
         _store_event(provider, transition)
+
+
+def record_many(provider: str, outcomes: list[bool]) -> bool:
+    """Record a batch's call outcomes in order (``record``'s meaning of ``ok``) in one pipeline.
+
+    Returns True when the breaker is open after them: the batch worker then stops the rest of
+    its batch for that provider. Without Redis, like ``record``, the outcomes are not counted.
+    """
+    if not outcomes:
+        return False
+    conf = settings.NOTIFY
+    client = redis_client()
+    if client:
+        try:
+            with guard("breaker record"):
+                pipe = client.pipeline(transaction=False)
+                for ok in outcomes:
+                    pipe.eval(
+                        _RECORD, 3, *_keys(provider), "1" if ok else "0", conf["BREAKER_CONSECUTIVE_FAILURES"],
+                        conf["BREAKER_FAILURE_RATE"], conf["BREAKER_MIN_CALLS"], conf["BREAKER_WINDOW"],
+                        uuid.uuid4().hex,
+                    )  # fmt: skip
+                pipe.hget(_keys(provider)[0], "state")
+                *transitions, now = pipe.execute()
+        except RedisUnavailable:
+            return False
+    else:
+        transitions = [_local.record(provider, ok, conf) for ok in outcomes]
+        now = _local.state.get(provider, {}).get("state", CLOSED)
+    for transition in filter(None, transitions):
+        _store_event(provider, transition)
+    return (now or CLOSED) == OPEN
 
 
 def state(provider: str) -> str:

@@ -48,6 +48,20 @@ def held(notification: Notification) -> Iterator[None]:
             _held.pop(key, None)
 
 
+@contextmanager
+def held_many(ids: list[str], tier: str) -> Iterator[None]:
+    """``held`` for a claimed batch: every id's lease is renewed by this process's heartbeat while the block runs."""
+    keys = [str(pk) for pk in ids]
+    with _lock:
+        _held.update(dict.fromkeys(keys, tier))
+    try:
+        yield
+    finally:
+        with _lock:
+            for key in keys:
+                _held.pop(key, None)
+
+
 def renew(now: datetime | None = None) -> int:
     """Extend the lease of every notification this process holds that is still sending; returns the rows renewed."""
     with _lock:

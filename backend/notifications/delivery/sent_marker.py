@@ -37,6 +37,26 @@ def get(notification_id: str) -> tuple[str, str] | None:
     return provider, reference
 
 
+def put_many(accepted: dict[str, tuple[str, str]]) -> None:
+    """``put`` for a batch: ``{notification id: (provider, reference)}`` in one pipeline, same TTL and rules."""
+    ttl = settings.NOTIFY["SENT_MARKER_TTL"]
+    client = redis_client()
+    if client:
+        try:
+            with guard("sent-marker"):
+                pipe = client.pipeline(transaction=False)
+                for notification_id, (provider, reference) in accepted.items():
+                    pipe.set(_key(notification_id), f"{provider}|{reference}", ex=ttl)
+                pipe.execute()
+        except RedisUnavailable:
+            pass
+        return
+    with _lock:
+        expires = time.monotonic() + ttl
+        for notification_id, (provider, reference) in accepted.items():
+            _local[notification_id] = (expires, f"{provider}|{reference}")
+
+
 def put(notification_id: str, provider: str, reference: str) -> None:
     """Record that ``provider`` accepted the notification as ``reference`` (TTL ``SENT_MARKER_TTL`` s).
 

@@ -1,0 +1,391 @@
+"""Delivery in batches: the standard tier's hot path, set-based and with concurrent provider calls.
+
+A standard-tier batch worker (``worker.py``) pops up to ``NOTIFY_STANDARD_BATCH`` tasks at once and
+hands their ids to ``deliver_batch``. Where a single delivery costs about eight SQL round trips, seven
+Redis calls and one blocking HTTP call per notification, a batch costs, per provider it uses:
+
+1. one SELECT of the rows still queued (kind, recipient and version joined; push devices in one more);
+2. one breaker check, one Lua call taking the batch's budget tokens and one taking its bulkhead slots.
+   What the budget or the bulkhead cannot give now is re-scheduled in one ZADD without touching its
+   row, as a single delivery that must wait is; standard traffic only ever takes from its own bucket
+   and its share of the slots, so the high tier's reserve stays whole (``budget.py``);
+3. one conditional claim, ``UPDATE … SET state='sending' WHERE id IN (…) AND state='queued'
+   RETURNING id``: two workers racing on the same ids claim disjoint sets, so each notification is
+   sent once; one INSERT of the history rows. The claimed ids join this process's lease heartbeat;
+4. then wave by wave (``WAVE`` calls): one UPDATE of ``attempt_count`` and one INSERT of the attempt
+   rows *before* the calls, the calls concurrently on kept-alive connections (``Provider.send_async``,
+   aiohttp), one UPDATE of the attempts' results, one pipeline of sent-markers *before* the status
+   write, one pipeline of breaker outcomes, and one ``UPDATE … RETURNING`` moving the accepted rows to
+   ``sent`` with one INSERT of their history.
+
+A breaker that opens during a wave stops the rest of the batch for that provider: the waves not
+started go back to ``queued`` with the breaker's wait and no attempt, as a single delivery would.
+A killed worker loses at most its wave in flight to a duplicate (those calls have no sent-marker);
+its claims expire with their lease and the sweeper hands them out again.
+
+Everything unusual goes through the single-delivery code of ``dispatch`` row by row, so each
+guarantee of DESIGN.md §2 has one implementation: a retry (``attempt_count`` > 0: sent-marker and
+attempt rows are checked first), a push to several devices or none, a row past its validity, a
+failed call (retry with full jitter, dead letter, permanent failure, address disabled). The high
+tier never comes here: it keeps batch size 1 on its own queue and workers.
+"""
+
+import asyncio
+import logging
+import random
+import time
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from backend.notifications import actions, rendering
+from backend.notifications.actions.delivery import _secrets_at_rest
+from backend.notifications.delivery import breaker, budget, dispatch, lease, sent_marker
+from backend.notifications.delivery.dispatch import Target, Wait
+from backend.notifications.delivery.shared_state import RedisUnavailable
+from backend.notifications.models import Attempt, Channel, Device, Notification, State, StateChange
+from backend.notifications.providers import http
+from backend.notifications.providers.base import OutboundMessage, ProviderError, providers_for_channel
+
+logger = logging.getLogger(__name__)
+
+# Calls in flight at once per batch, and the grain at which an opening breaker stops the batch.
+WAVE = 50
+
+
+@dataclass
+class Item:
+    """One notification of a batch on its way through: its target, then its message, slot, attempt and outcome."""
+
+    notification: Notification
+    target: Target
+    message: OutboundMessage | None = None
+    slot: budget.Slot | None = None
+    attempt: Attempt | None = None
+    reference: str = ""
+    error: ProviderError | None = None
+    latency_ms: int = 0
+
+    @property
+    def id(self) -> str:
+        return str(self.notification.pk)
+
+
+class Caller:
+    """One event loop and its keep-alive HTTP session, owned by one batch worker thread.
+
+    ``call_all`` runs a wave's calls concurrently and returns when all answered; Django's
+    ORM is never used inside the loop (it refuses to run there), only around it.
+    """
+
+    def __init__(self, connections: int = WAVE):
+        self.loop = asyncio.new_event_loop()
+        self.connections = connections
+        self._client = None
+
+    def call_all(self, items: list[Item]) -> None:
+        """Call each item's provider with its message; sets ``reference`` or ``error`` and ``latency_ms``."""
+        self.loop.run_until_complete(self._call_all(items))
+
+    async def _call_all(self, items: list[Item]) -> None:
+        if self._client is None:
+            self._client = http.async_session(self.connections)
+        await asyncio.gather(*(self._call(item) for item in items))
+
+    async def _call(self, item: Item) -> None:
+        notification, provider = item.notification, item.target.provider
+        started = time.monotonic()
+        try:
+            item.reference = await provider.send_async(item.message, self._client)
+        except ProviderError as exc:
+            exc.args = (dispatch._redact(notification, str(exc)),)
+            item.error = exc
+        except Exception as exc:
+            # As dispatch._send: a bug or an odd input ends as a recorded transient attempt, never a crash.
+            trace = dispatch._redact(notification, "".join(traceback.format_exception(exc)))
+            logger.error("provider %s raised\n%s", provider.name, trace.rstrip())
+            error = dispatch._redact(notification, f"{provider.name} raised {exc.__class__.__name__}: {exc}")
+            item.error = ProviderError(error, permanent=False)
+        item.latency_ms = round((time.monotonic() - started) * 1000)
+
+    def close(self) -> None:
+        """Close the session's connections and the loop."""
+        if self._client is not None:
+            self.loop.run_until_complete(self._client.close())
+        self.loop.close()
+
+
+def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
+    """Deliver the notifications ``ids`` of ``tier`` that are still queued, as one batch (see the module doc).
+
+    Ids no longer queued are skipped, as by ``dispatch.deliver``. Raises only what the database or
+    an unexpected bug raises; a claimed row left behind then is the lease's and the sweeper's.
+    """
+    rows = list(
+        Notification.objects.select_related("kind", "recipient", "template_version").filter(
+            pk__in=list(ids), state=State.QUEUED
+        )
+    )
+    items, single = _split(rows)
+    by_provider: dict[str, list[Item]] = {}
+    for item in items:
+        by_provider.setdefault(item.target.provider.name, []).append(item)
+    for group in by_provider.values():
+        _deliver_group(group, tier, caller)
+    for notification in single:
+        dispatch.deliver(str(notification.pk))
+
+
+def _split(rows: list[Notification]) -> tuple[list[Item], list[Notification]]:
+    """The rows the batch path takes (first try, one destination), and those left to ``dispatch.deliver``."""
+    push = [n.recipient_id for n in rows if n.channel == Channel.PUSH and n.attempt_count == 0]
+    devices: dict[int, list[Device]] = {}
+    for device in Device.objects.filter(recipient_id__in=push, disabled_at__isnull=True):
+        devices.setdefault(device.recipient_id, []).append(device)
+    items, single = [], []
+    for notification in rows:
+        providers = providers_for_channel(notification.channel)
+        if notification.attempt_count or notification.is_expired() or not providers:
+            single.append(notification)
+            continue
+        if notification.channel != Channel.PUSH:
+            items.append(Item(notification, Target(providers[0])))
+            continue
+        destinations = dispatch.device_targets(providers, devices.get(notification.recipient_id, []))
+        if len(destinations) == 1:
+            items.append(Item(notification, destinations[0][0]))
+        else:
+            single.append(notification)
+    return items, single
+
+
+def _reschedule(delays: dict[str, float], tier: str) -> None:
+    """Put unclaimed notifications back on the queue after their delay (seconds); their rows stay untouched."""
+    from backend.notifications.tasks import schedule_deliveries
+
+    if not delays:
+        return
+    try:
+        schedule_deliveries(delays, tier)
+    except RedisUnavailable as exc:
+        # Still queued: the sweeper enqueues them again once the queue is back.
+        logger.warning("%d notifications not re-scheduled (%s): left queued for the sweeper", len(delays), exc)
+
+
+def _gate(items: list[Item], tier: str) -> list[Item]:
+    """Breaker, budget and bulkhead for one provider's part of the batch: the items that may go now, slotted.
+
+    The others are re-scheduled: while the breaker is open after its wait; a half-open breaker lets
+    one probe through; past the budget from the bucket's next token on, one per token; past the
+    bulkhead after a short wait.
+    """
+    config = items[0].target.provider.config
+    verdict = breaker.admit(config.name)
+    later = {} if verdict == "allow" else {item.id: random.uniform(*dispatch._BREAKER_WAIT) for item in items[1:]}
+    if verdict == "deny":
+        later[items[0].id] = random.uniform(*dispatch._BREAKER_WAIT)
+        _reschedule(later, tier)
+        return []
+    if verdict == "probe":
+        items = items[:1]
+    granted, wait = budget.take_tokens(config, tier, len(items))
+    rate = (budget.buckets_for(config, tier) or [budget.Bucket("", 1.0, 1.0)])[-1].rate
+    later.update({item.id: wait + n / rate for n, item in enumerate(items[granted:])})
+    items = items[:granted]
+    slots = budget.acquire_slots(config, len(items), tier)
+    later.update({item.id: random.uniform(*dispatch._SLOT_WAIT) for item in items[len(slots) :]})
+    items = items[: len(slots)]
+    for item, slot in zip(items, slots, strict=True):
+        item.slot = slot
+    _reschedule(later, tier)
+    return items
+
+
+def _deliver_group(items: list[Item], tier: str, caller: Caller) -> None:
+    """Gate, claim and send one provider's part of a batch."""
+    items = _gate(items, tier)
+    if not items:
+        return
+    claimed = _claim(items, tier)
+    mine = [item for item in items if claimed.get(item.id) == 0]
+    budget.release_slots([item.slot for item in items if item.id not in claimed])
+    with lease.held_many(list(claimed), tier):
+        # Claimed with attempts on record (the row was retried after this batch read it): the full checks.
+        for item in items:
+            if claimed.get(item.id, 0):
+                item.slot.release()
+                _deliver_claimed_single(item.id)
+        _send_waves(mine, tier, caller)
+
+
+def _deliver_claimed_single(notification_id: str) -> None:
+    notification = Notification.objects.select_related("kind", "recipient", "template_version").get(pk=notification_id)
+    dispatch._deliver_claimed(notification, dispatch._targets(notification), None)
+
+
+def _send_waves(items: list[Item], tier: str, caller: Caller) -> None:
+    stopped = False
+    for start in range(0, len(items), WAVE):
+        wave = items[start : start + WAVE]
+        if stopped:
+            budget.release_slots([item.slot for item in wave])
+            provider = wave[0].target.provider.name
+            for item in wave:
+                wait = Wait(random.uniform(*dispatch._BREAKER_WAIT), f"breaker-open:{provider}")
+                dispatch._after_failure(item.notification, wait)
+            continue
+        stopped = _send_wave(wave, caller)
+
+
+def _prepared(wave: list[Item]) -> list[Item]:
+    """The wave's items with their messages built; a row past its validity expires, one that no longer renders fails."""
+    ready = []
+    for item in wave:
+        notification = item.notification
+        if notification.is_expired():
+            item.slot.release()
+            actions.expire(notification, from_state=State.SENDING)
+            continue
+        try:
+            item.message = dispatch.build_message(notification, item.target.device)
+        except rendering.RenderError as exc:
+            item.slot.release()
+            actions.mark_failed(notification, "render-error", dispatch._redact(notification, str(exc)))
+            continue
+        ready.append(item)
+    return ready
+
+
+def _send_wave(wave: list[Item], caller: Caller) -> bool:
+    """Attempts, concurrent calls and results for one wave; True when the provider's breaker is open after it."""
+    wave = _prepared(wave)
+    if not wave:
+        return False
+    provider = wave[0].target.provider.name
+    _start_attempts(wave, provider)
+    caller.call_all(wave)
+    budget.release_slots([item.slot for item in wave])
+    for item in wave:
+        item.attempt.latency_ms = item.latency_ms
+        if item.error is None:
+            item.attempt.result, item.attempt.provider_ref = Attempt.Result.SENT, item.reference
+        else:
+            permanent = item.error.permanent
+            item.attempt.result = Attempt.Result.PERMANENT if permanent else Attempt.Result.TRANSIENT
+            item.attempt.error = str(item.error)[:2000]
+    Attempt.objects.bulk_update([item.attempt for item in wave], ["result", "latency_ms", "error", "provider_ref"])
+    accepted = [item for item in wave if item.error is None]
+    # The proof of acceptance goes to Redis before the status write (sent_marker.py).
+    sent_marker.put_many({item.id: (provider, item.reference) for item in accepted})
+    opened = breaker.record_many(provider, [item.error is None or item.error.permanent for item in wave])
+    _mark_sent(accepted, provider)
+    for item in wave:
+        if item.error is not None:
+            if item.error.address_invalid:
+                actions.disable_address(item.notification, item.target.device, str(item.error))
+            dispatch._after_failure(item.notification, item.error)
+    return opened
+
+
+def _start_attempts(wave: list[Item], provider: str) -> None:
+    """Count the wave's attempts and write their rows before any call (a crash leaves them without a result)."""
+    now = timezone.now()
+    Notification.objects.filter(pk__in=[item.id for item in wave]).update(attempt_count=F("attempt_count") + 1)
+    attempts = []
+    for item in wave:
+        notification = item.notification
+        notification.attempt_count += 1
+        sms = dispatch.sms_cost(item.message, item.target.provider) if notification.channel == Channel.SMS else {}
+        attempts.append(
+            Attempt(
+                notification=notification,
+                number=notification.attempt_count,
+                provider=provider,
+                device=item.target.device,
+                started_at=now,
+                **sms,
+            )
+        )
+    for item, attempt in zip(wave, Attempt.objects.bulk_create(attempts), strict=True):
+        item.attempt = attempt
+
+
+def _mark_sent(items: list[Item], provider: str) -> None:
+    """``actions.mark_sent`` for many rows: one conditional UPDATE (per-row reference, masked params), its history."""
+    if not items:
+        return
+    masked = {}
+    for item in items:
+        if at_rest := _secrets_at_rest(item.notification):
+            masked[item.id] = at_rest["params"]
+    _move(
+        [item.id for item in items], State.SENDING, State.SENT, "",
+        fields={"provider": provider, "sent_at": timezone.now(), "last_error": ""},
+        per_row={"provider_ref": {item.id: item.reference for item in items}, "params": masked},
+    )  # fmt: skip
+
+
+def _claim(items: list[Item], tier: str) -> dict[str, int]:
+    """Claim the items' rows still queued, with their lease: ``{id: attempt_count}`` of the rows this worker won."""
+    now = timezone.now()
+    fields = {"sending_at": now, "lease_until": lease.expiry(tier, now)}
+    return _move([item.id for item in items], State.QUEUED, State.SENDING, None, fields, returning="attempt_count")
+
+
+def _move(
+    ids: list[str],
+    from_state: str,
+    to_state: str,
+    reason: str | None,
+    fields: dict[str, Any],
+    per_row: dict[str, dict[str, Any]] | None = None,
+    returning: str | None = None,
+) -> dict[str, Any]:
+    """Move the rows ``ids`` still in ``from_state`` to ``to_state`` in one UPDATE … RETURNING, plus their history.
+
+    The set-based twin of ``actions.transitions.transition``: ``fields`` are set on every row,
+    ``per_row`` maps a field to ``{id: value}`` (a CASE; rows not named keep theirs), ``reason``
+    None leaves the rows' reason as it is. Returns ``{id: value of returning}`` (None without it)
+    for the rows moved, in one transaction with their StateChange rows. PostgreSQL re-checks the
+    state of a row another transaction just changed, and SQLite runs one writer at a time, so
+    of two racing moves each row goes to one.
+    """
+    meta, ops = Notification._meta, connection.ops
+    pk = meta.pk
+    fields = {**fields, "state": to_state, "updated_at": timezone.now()}
+    if reason is not None:
+        fields["reason"] = reason
+    sets, params = [], []
+    for name, value in fields.items():
+        field = meta.get_field(name)
+        sets.append(f"{ops.quote_name(field.column)} = %s")
+        params.append(field.get_db_prep_save(value, connection))
+    for name, values in (per_row or {}).items():
+        if not values:
+            continue
+        field, column = meta.get_field(name), ops.quote_name(meta.get_field(name).column)
+        whens = " ".join(["WHEN %s THEN %s"] * len(values))
+        sets.append(f"{column} = CASE {ops.quote_name(pk.column)} {whens} ELSE {column} END")
+        for row_id, value in values.items():
+            params += [pk.get_db_prep_value(row_id, connection), field.get_db_prep_save(value, connection)]
+    extra = f", {ops.quote_name(meta.get_field(returning).column)}" if returning else ""
+    sql = (
+        f"UPDATE {ops.quote_name(meta.db_table)} SET {', '.join(sets)} "
+        f"WHERE {ops.quote_name(pk.column)} IN ({', '.join(['%s'] * len(ids))}) AND {ops.quote_name('state')} = %s "
+        f"RETURNING {ops.quote_name(pk.column)}{extra}"
+    )
+    params += [pk.get_db_prep_value(row_id, connection) for row_id in ids] + [from_state]
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            moved = {str(pk.to_python(row[0])): (row[1] if returning else None) for row in cursor.fetchall()}
+        StateChange.objects.bulk_create(
+            StateChange(notification_id=row_id, from_state=from_state, to_state=to_state, reason=reason or "")
+            for row_id in moved
+        )
+    return moved
