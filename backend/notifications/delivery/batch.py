@@ -5,14 +5,15 @@ hands their ids to ``deliver_batch``. Where a single delivery costs about eight 
 Redis calls and one blocking HTTP call per notification, a batch costs, per provider it uses:
 
 1. one SELECT of the rows still queued (kind, recipient and version joined; push devices in one more);
-2. one breaker check, one Lua call taking the batch's budget tokens and one taking its bulkhead slots.
-   What the budget or the bulkhead cannot give now is re-scheduled in one ZADD without touching its
-   row, as a single delivery that must wait is; standard traffic only ever takes from its own bucket
-   and its share of the slots, so the high tier's reserve stays whole (``budget.py``);
+2. one breaker check and one Lua call taking the batch's budget tokens. What the budget cannot give
+   now is re-scheduled in one ZADD without touching its row, as a single delivery that must wait
+   is; standard traffic only ever takes from its own bucket, and from its own share of the bulkhead
+   slots (step 4), so the high tier's reserve stays whole (``budget.py``);
 3. one conditional claim, ``UPDATE … SET state='sending' WHERE id IN (…) AND state='queued'
    RETURNING id``: two workers racing on the same ids claim disjoint sets, so each notification is
    sent once; one INSERT of the history rows. The claimed ids join this process's lease heartbeat;
-4. then wave by wave (``WAVE`` calls): one UPDATE of ``attempt_count`` and one INSERT of the attempt
+4. then wave by wave (``WAVE`` calls, fewer when the bulkhead's standard share has fewer slots free;
+   none free, it waits for one): one UPDATE of ``attempt_count`` and one INSERT of the attempt
    rows *before* the calls, the calls concurrently on kept-alive connections (``Provider.send_async``,
    aiohttp), one UPDATE of the attempts' results, one pipeline of sent-markers *before* the status
    write, one pipeline of breaker outcomes, and one ``UPDATE … RETURNING`` moving the accepted rows to
@@ -178,11 +179,11 @@ def _reschedule(delays: dict[str, float], tier: str) -> None:
 
 
 def _gate(items: list[Item], tier: str) -> list[Item]:
-    """Breaker, budget and bulkhead for one provider's part of the batch: the items that may go now, slotted.
+    """Breaker and budget for one provider's part of the batch: the items that may go now.
 
     The others are re-scheduled: while the breaker is open after its wait; a half-open breaker lets
-    one probe through; past the budget from the bucket's next token on, one per token; past the
-    bulkhead after a short wait.
+    one probe through; past the budget from the bucket's next token on, one per token. The bulkhead
+    is taken wave by wave (``_send_waves``): it caps calls in flight, not notifications claimed.
     """
     config = items[0].target.provider.config
     verdict = breaker.admit(config.name)
@@ -196,14 +197,8 @@ def _gate(items: list[Item], tier: str) -> list[Item]:
     granted, wait = budget.take_tokens(config, tier, len(items))
     rate = (budget.buckets_for(config, tier) or [budget.Bucket("", 1.0, 1.0)])[-1].rate
     later.update({item.id: wait + n / rate for n, item in enumerate(items[granted:])})
-    items = items[:granted]
-    slots = budget.acquire_slots(config, len(items), tier)
-    later.update({item.id: random.uniform(*dispatch._SLOT_WAIT) for item in items[len(slots) :]})
-    items = items[: len(slots)]
-    for item, slot in zip(items, slots, strict=True):
-        item.slot = slot
     _reschedule(later, tier)
-    return items
+    return items[:granted]
 
 
 def _deliver_group(items: list[Item], tier: str, caller: Caller) -> None:
@@ -213,12 +208,10 @@ def _deliver_group(items: list[Item], tier: str, caller: Caller) -> None:
         return
     claimed = _claim(items, tier)
     mine = [item for item in items if claimed.get(item.id) == 0]
-    budget.release_slots([item.slot for item in items if item.id not in claimed])
     with lease.held_many(list(claimed), tier):
         # Claimed with attempts on record (the row was retried after this batch read it): the full checks.
         for item in items:
             if claimed.get(item.id, 0):
-                item.slot.release()
                 _deliver_claimed_single(item.id)
         _send_waves(mine, tier, caller)
 
@@ -229,17 +222,32 @@ def _deliver_claimed_single(notification_id: str) -> None:
 
 
 def _send_waves(items: list[Item], tier: str, caller: Caller) -> None:
-    stopped = False
-    for start in range(0, len(items), WAVE):
-        wave = items[start : start + WAVE]
-        if stopped:
-            budget.release_slots([item.slot for item in wave])
+    """Send the claimed items wave by wave, each as large as ``WAVE`` and the free bulkhead slots allow.
+
+    Once a wave leaves the breaker open, the items not sent go back to ``queued`` with its wait.
+    """
+    while items:
+        slots = _slots(items[0].target.provider.config, min(WAVE, len(items)), tier)
+        wave, items = items[: len(slots)], items[len(slots) :]
+        for item, slot in zip(wave, slots, strict=True):
+            item.slot = slot
+        if _send_wave(wave, caller):
             provider = wave[0].target.provider.name
-            for item in wave:
+            for item in items:
                 wait = Wait(random.uniform(*dispatch._BREAKER_WAIT), f"breaker-open:{provider}")
                 dispatch._after_failure(item.notification, wait)
-            continue
-        stopped = _send_wave(wave, caller)
+            return
+
+
+def _slots(config, count: int, tier: str) -> list[budget.Slot]:
+    """Between 1 and ``count`` bulkhead slots of ``tier``'s share, waiting while all are taken.
+
+    The wait holds claimed rows, whose leases the heartbeat renews; a slot frees within the
+    provider's timeout at worst (a dead worker's expires, ``budget.acquire_slots``).
+    """
+    while not (slots := budget.acquire_slots(config, count, tier)):
+        time.sleep(random.uniform(0.005, 0.05))
+    return slots
 
 
 def _prepared(wave: list[Item]) -> list[Item]:
