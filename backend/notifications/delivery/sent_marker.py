@@ -15,6 +15,11 @@ from django.conf import settings
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
 
 _local: dict[str, tuple[float, str]] = {}
+
+# SET KEYS[i] to ARGV[i + 1] with a TTL of ARGV[1] seconds: a batch's markers in one command.
+_PUT_MANY = """
+for i, key in ipairs(KEYS) do redis.call('SET', key, ARGV[i + 1], 'EX', ARGV[1]) end
+"""
 _lock = threading.Lock()
 
 
@@ -38,16 +43,17 @@ def get(notification_id: str) -> tuple[str, str] | None:
 
 
 def put_many(accepted: dict[str, tuple[str, str]]) -> None:
-    """``put`` for a batch: ``{notification id: (provider, reference)}`` in one pipeline, same TTL and rules."""
+    """``put`` for a batch: ``{notification id: (provider, reference)}`` in one Lua call, same TTL and rules."""
+    if not accepted:
+        return
     ttl = settings.NOTIFY["SENT_MARKER_TTL"]
     client = redis_client()
     if client:
         try:
             with guard("sent-marker"):
-                pipe = client.pipeline(transaction=False)
-                for notification_id, (provider, reference) in accepted.items():
-                    pipe.set(_key(notification_id), f"{provider}|{reference}", ex=ttl)
-                pipe.execute()
+                keys = [_key(notification_id) for notification_id in accepted]
+                values = [f"{provider}|{reference}" for provider, reference in accepted.values()]
+                client.eval(_PUT_MANY, len(keys), *keys, ttl, *values)
         except RedisUnavailable:
             pass
         return
