@@ -84,8 +84,9 @@ def test_a_batch_is_sent_once_each_with_its_attempt_history_and_marker(send, stu
 
 
 def test_a_batch_costs_a_fixed_number_of_queries_not_a_few_per_notification(
-    send, caller, django_assert_max_num_queries
+    send, caller, django_assert_max_num_queries, tmp_path, stub_providers, settings
 ):
+    budgeted(tmp_path, stub_providers, settings, timeout=10.0)  # a busy machine's stub must not time out here
     ids = queued_sms(send, 40)
     # Select, claim + history, attempt count + attempt rows, results, sent + history, savepoints: not 8 per row.
     with django_assert_max_num_queries(16):
@@ -232,3 +233,18 @@ def test_the_high_tier_never_waits_behind_a_standard_batch_in_flight(
     assert (otp_row.state, otp_row.provider, otp_row.attempt_count) == (State.SENT, "twilio", 1)
     assert in_flight == [""]  # sent while the batch's one call (its share of the bulkhead) was still out
     assert states(ids) == {State.QUEUED: 1, State.SENT: 4}  # that call timed out (a retry); then one at a time
+
+
+def test_a_retry_in_a_batch_whose_sent_marker_says_accepted_is_not_sent_again(send, stub_providers, caller):
+    ids = queued_sms(send, 3, user_id="u-en-1")
+    Notification.objects.filter(pk=ids[1]).update(attempt_count=1)  # a worker died after the provider took it
+    sent_marker.put(ids[1], "twilio", "SMearlier")
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    retried = Notification.objects.get(pk=ids[1])
+    assert (retried.state, retried.provider_ref, retried.reason) == (State.SENT, "SMearlier", "sent-marker")
+    assert sorted(m["text"] for m in stub_providers.state.messages) == [
+        "Your order 0 has shipped.",
+        "Your order 2 has shipped.",
+    ]

@@ -149,8 +149,11 @@ def _split(rows: list[Notification]) -> tuple[list[Item], list[Notification]]:
     for device in Device.objects.filter(recipient_id__in=push, disabled_at__isnull=True):
         devices.setdefault(device.recipient_id, []).append(device)
     items, single = [], []
+    routes: dict[str, list] = {}
     for notification in rows:
-        providers = providers_for_channel(notification.channel)
+        if notification.channel not in routes:
+            routes[notification.channel] = providers_for_channel(notification.channel)
+        providers = routes[notification.channel]
         if notification.attempt_count or notification.is_expired() or not providers:
             single.append(notification)
             continue
@@ -217,8 +220,13 @@ def _deliver_group(items: list[Item], tier: str, caller: Caller) -> None:
 
 
 def _deliver_claimed_single(notification_id: str) -> None:
+    """A row this batch claimed that has attempts on record: ``dispatch.deliver``'s steps after its claim."""
     notification = Notification.objects.select_related("kind", "recipient", "template_version").get(pk=notification_id)
-    dispatch._deliver_claimed(notification, dispatch._targets(notification), None)
+    destinations = dispatch._targets(notification)
+    if destinations:
+        dispatch._deliver_claimed(notification, destinations, None)
+    else:
+        dispatch._no_destination_left(notification)
 
 
 def _send_waves(items: list[Item], tier: str, caller: Caller) -> None:
@@ -372,11 +380,23 @@ def _move(
     with transaction.atomic():
         rows = update_rows(Notification, ids, fields, per_row, where=("state", from_state), returning=returning)
         moved = {str(row[0]): (row[1] if returning else None) for row in rows}
-        StateChange.objects.bulk_create(
-            StateChange(notification_id=row_id, from_state=from_state, to_state=to_state, reason=reason or "")
-            for row_id in moved
-        )
+        _insert_history(list(moved), from_state, to_state, reason or "")
     return moved
+
+
+def _insert_history(ids: list[str], from_state: str, to_state: str, reason: str) -> None:
+    """One StateChange row per id, in one multi-row INSERT (``bulk_create`` without a model instance per row)."""
+    if not ids:
+        return
+    meta, ops = StateChange._meta, connection.ops
+    names = ("notification", "from_state", "to_state", "reason", "at")
+    columns = ", ".join(ops.quote_name(meta.get_field(name).column) for name in names)
+    pk = Notification._meta.pk
+    fixed = [from_state, to_state, reason, meta.get_field("at").get_db_prep_save(timezone.now(), connection)]
+    params = [value for row_id in ids for value in (pk.get_db_prep_value(row_id, connection), *fixed)]
+    values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(ids))
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {ops.quote_name(meta.db_table)} ({columns}) VALUES {values}", params)
 
 
 def update_rows(
