@@ -36,12 +36,14 @@ import logging
 import random
 import time
 import traceback
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, models, transaction
 from django.db.models import F
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from backend.notifications import actions, rendering
@@ -67,14 +69,14 @@ class Item:
     target: Target
     message: OutboundMessage | None = None
     slot: budget.Slot | None = None
-    attempt: Attempt | None = None
+    attempt_id: int | None = None
     reference: str = ""
     error: ProviderError | None = None
     latency_ms: int = 0
+    id: str = ""
 
-    @property
-    def id(self) -> str:
-        return str(self.notification.pk)
+    def __post_init__(self):
+        self.id = str(self.notification.pk)
 
 
 class Caller:
@@ -129,7 +131,7 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
     """
     rows = list(
         Notification.objects.select_related("kind", "recipient", "template_version").filter(
-            pk__in=list(ids), state=State.QUEUED
+            pk__in=id_set(list(ids)), state=State.QUEUED
         )
     )
     items, single = _split(rows)
@@ -140,6 +142,17 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
         _deliver_group(group, tier, caller)
     for notification in single:
         dispatch.deliver(str(notification.pk))
+
+
+def id_set(ids: list[str]) -> list[str] | RawSQL:
+    """What ``pk__in`` of notifications takes for ``ids``: on PostgreSQL one array parameter.
+
+    ``IN (%s, …)`` of a whole batch is a statement psycopg parses again each time (it caches
+    those of at most 50 parameters); ``IN (SELECT unnest(%s::uuid[]))`` is the same text for any size.
+    """
+    if connection.vendor != "postgresql":
+        return ids
+    return RawSQL("SELECT unnest(%s::uuid[])", [[uuid.UUID(str(pk)) for pk in ids]])
 
 
 def _split(rows: list[Notification]) -> tuple[list[Item], list[Notification]]:
@@ -286,19 +299,23 @@ def _send_wave(wave: list[Item], caller: Caller) -> bool:
     _start_attempts(wave, provider)
     caller.call_all(wave)
     budget.release_slots([item.slot for item in wave])
+    results = {}
     for item in wave:
-        item.attempt.latency_ms = item.latency_ms
         if item.error is None:
-            item.attempt.result, item.attempt.provider_ref = Attempt.Result.SENT, item.reference
+            results[item.attempt_id] = Attempt.Result.SENT
         else:
-            permanent = item.error.permanent
-            item.attempt.result = Attempt.Result.PERMANENT if permanent else Attempt.Result.TRANSIENT
-            item.attempt.error = str(item.error)[:2000]
+            results[item.attempt_id] = Attempt.Result.PERMANENT if item.error.permanent else Attempt.Result.TRANSIENT
     update_rows(
-        Attempt, [item.attempt.pk for item in wave], {},
-        {name: {item.attempt.pk: getattr(item.attempt, name) for item in wave}
-         for name in ("result", "latency_ms", "error", "provider_ref")},
-    )  # fmt: skip
+        Attempt,
+        list(results),
+        {},
+        {
+            "result": results,
+            "latency_ms": {item.attempt_id: item.latency_ms for item in wave},
+            "provider_ref": {item.attempt_id: item.reference for item in wave if item.error is None},
+            "error": {item.attempt_id: str(item.error)[:2000] for item in wave if item.error is not None},
+        },
+    )
     accepted = [item for item in wave if item.error is None]
     # The proof of acceptance goes to Redis before the status write (sent_marker.py).
     sent_marker.put_many({item.id: (provider, item.reference) for item in accepted})
@@ -315,24 +332,19 @@ def _send_wave(wave: list[Item], caller: Caller) -> bool:
 def _start_attempts(wave: list[Item], provider: str) -> None:
     """Count the wave's attempts and write their rows before any call (a crash leaves them without a result)."""
     now = timezone.now()
-    Notification.objects.filter(pk__in=[item.id for item in wave]).update(attempt_count=F("attempt_count") + 1)
-    attempts = []
+    Notification.objects.filter(pk__in=id_set([item.id for item in wave])).update(attempt_count=F("attempt_count") + 1)
+    rows = []
     for item in wave:
         notification = item.notification
         notification.attempt_count += 1
         sms = dispatch.sms_cost(item.message, item.target.provider) if notification.channel == Channel.SMS else {}
-        attempts.append(
-            Attempt(
-                notification=notification,
-                number=notification.attempt_count,
-                provider=provider,
-                device=item.target.device,
-                started_at=now,
-                **sms,
-            )
-        )
-    for item, attempt in zip(wave, Attempt.objects.bulk_create(attempts), strict=True):
-        item.attempt = attempt
+        device = item.target.device
+        rows.append(
+            {"notification_id": notification.pk, "number": notification.attempt_count, "provider": provider,
+             "device_id": device.pk if device else None, "started_at": now, **sms}
+        )  # fmt: skip
+    for item, attempt_id in zip(wave, insert_rows(Attempt, rows, returning="id"), strict=True):
+        item.attempt_id = attempt_id
 
 
 def _mark_sent(items: list[Item], provider: str) -> None:
@@ -385,18 +397,44 @@ def _move(
 
 
 def _insert_history(ids: list[str], from_state: str, to_state: str, reason: str) -> None:
-    """One StateChange row per id, in one multi-row INSERT (``bulk_create`` without a model instance per row)."""
-    if not ids:
-        return
-    meta, ops = StateChange._meta, connection.ops
-    names = ("notification", "from_state", "to_state", "reason", "at")
-    columns = ", ".join(ops.quote_name(meta.get_field(name).column) for name in names)
-    pk = Notification._meta.pk
-    fixed = [from_state, to_state, reason, meta.get_field("at").get_db_prep_save(timezone.now(), connection)]
-    params = [value for row_id in ids for value in (pk.get_db_prep_value(row_id, connection), *fixed)]
-    values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(ids))
+    """One StateChange row per id (``record_state_change`` for many)."""
+    now = timezone.now()
+    insert_rows(
+        StateChange,
+        [{"notification_id": pk, "from_state": from_state, "to_state": to_state, "reason": reason, "at": now}
+         for pk in ids],
+    )  # fmt: skip
+
+
+def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], returning: str | None = None) -> list:
+    """One multi-row ``INSERT`` of ``rows`` (``{attname: value}``; fields not named take their default).
+
+    ``bulk_create`` without a model instance and its checks per row; returns the ``returning``
+    column of each row in order (``RETURNING``, as ``update_rows``), else an empty list.
+    """
+    if not rows:
+        return []
+    meta, ops = model._meta, connection.ops
+    fields = [field for field in meta.concrete_fields if not field.primary_key]
+    params = []
+    for row in rows:
+        for field in fields:
+            value = row[field.attname] if field.attname in row else field.get_default()
+            params.append(field.get_db_prep_save(value, connection))
+    columns = ", ".join(ops.quote_name(field.column) for field in fields)
+    if connection.vendor == "postgresql":
+        # One array per column: a short statement whatever the row count, so psycopg parses it once.
+        arrays = ", ".join(f"%s::{field.db_type(connection)}[]" for field in fields)
+        sql = f"INSERT INTO {ops.quote_name(meta.db_table)} ({columns}) SELECT * FROM unnest({arrays})"
+        params = [params[column :: len(fields)] for column in range(len(fields))]
+    else:
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        sql = f"INSERT INTO {ops.quote_name(meta.db_table)} ({columns}) VALUES {', '.join([one] * len(rows))}"
+    if returning:
+        sql += f" RETURNING {ops.quote_name(meta.get_field(returning).column)}"
     with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {ops.quote_name(meta.db_table)} ({columns}) VALUES {values}", params)
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()] if returning else []
 
 
 def update_rows(
@@ -409,11 +447,11 @@ def update_rows(
 ) -> list[tuple]:
     """One ``UPDATE`` of ``model``'s rows ``ids``: ``fields`` on all, ``per_row`` ``{field: {id: value}}`` each its own.
 
-    Per-row values are a ``CASE`` on the primary key (rows not named keep theirs); ``where``
-    ``(field, value)`` adds a condition; the answer is ``[(pk, returning value)]`` of the rows
-    changed (``RETURNING``: PostgreSQL, and SQLite since 3.35). Raw SQL because Django's
-    ``bulk_update`` builds one ``When`` expression per row and field, which cost more than
-    the delivery it records (a profile of 4,000: 18 of 42 s).
+    Per-row values are arrays joined by ``unnest`` on PostgreSQL, a ``CASE`` on the primary key
+    elsewhere (rows not named keep theirs); ``where`` ``(field, value)`` adds a condition; the
+    answer is ``[(pk, returning value)]`` of the rows changed (``RETURNING``: PostgreSQL, and
+    SQLite since 3.35). Raw SQL because Django's ``bulk_update`` builds one ``When`` expression
+    per row and field, which cost more than the delivery it records (a profile of 4,000: 18 of 42 s).
     """
     meta, ops = model._meta, connection.ops
     pk = meta.pk
@@ -422,26 +460,61 @@ def update_rows(
         field = meta.get_field(name)
         sets.append(f"{ops.quote_name(field.column)} = %s")
         params.append(field.get_db_prep_save(value, connection))
-    for name, values in (per_row or {}).items():
-        if not values:
-            continue
+    per_row = {name: values for name, values in (per_row or {}).items() if values}
+    table, key = ops.quote_name(meta.db_table), ops.quote_name(pk.column)
+    if connection.vendor == "postgresql":
+        sql, row_params = _update_sql_postgresql(model, ids, per_row, sets)
+    else:
+        sql, row_params = _update_sql(model, ids, per_row, sets)
+    condition, keys = "", []
+    if where is not None:
+        condition = f" AND {table}.{ops.quote_name(meta.get_field(where[0]).column)} = %s"
+        keys.append(where[1])
+    extra = f", {table}.{ops.quote_name(meta.get_field(returning).column)}" if returning else ""
+    sql += f"{condition} RETURNING {table}.{key}{extra}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params + row_params + keys)
+        return [(pk.to_python(row[0]), *row[1:]) for row in cursor.fetchall()]
+
+
+def _update_sql(model, ids: list, per_row: dict[str, dict], sets: list[str]) -> tuple[str, list]:
+    """``update_rows``'s statement up to its WHERE, portable: a CASE per per-row field, ``IN (%s, …)``."""
+    meta, ops = model._meta, connection.ops
+    pk, params = meta.pk, []
+    key = ops.quote_name(pk.column)
+    for name, values in per_row.items():
         field = meta.get_field(name)
         column = ops.quote_name(field.column)
-        whens = " ".join(["WHEN %s THEN %s"] * len(values))
-        sets.append(f"{column} = CASE {ops.quote_name(pk.column)} {whens} ELSE {column} END")
+        sets.append(f"{column} = CASE {key} {' '.join(['WHEN %s THEN %s'] * len(values))} ELSE {column} END")
         for row_id, value in values.items():
             params += [pk.get_db_prep_value(row_id, connection), field.get_db_prep_save(value, connection)]
-    condition = ""
-    keys = [pk.get_db_prep_value(row_id, connection) for row_id in ids]
-    if where is not None:
-        condition = f" AND {ops.quote_name(meta.get_field(where[0]).column)} = %s"
-        keys.append(where[1])
-    extra = f", {ops.quote_name(meta.get_field(returning).column)}" if returning else ""
+    params += [pk.get_db_prep_value(row_id, connection) for row_id in ids]
+    where = f"{key} IN ({', '.join(['%s'] * len(ids))})"
+    return f"UPDATE {ops.quote_name(meta.db_table)} SET {', '.join(sets)} WHERE {where}", params
+
+
+def _update_sql_postgresql(model, ids: list, per_row: dict[str, dict], sets: list[str]) -> tuple[str, list]:
+    """``update_rows``'s statement up to its WHERE on PostgreSQL: the per-row values as arrays joined by ``unnest``.
+
+    The statement's text is the same for any number of rows, so psycopg parses it once (it caches
+    statements of up to 4 KiB and 50 parameters; a CASE or IN list of 200 rows was parsed every time).
+    A per-row value missing for an id is NULL in its array and keeps the row's value.
+    """
+    meta, ops = model._meta, connection.ops
+    pk = meta.pk
+    table, key = ops.quote_name(meta.db_table), ops.quote_name(pk.column)
+    arrays = [f"%s::{pk.db_type(connection)}[]"]
+    params = [[pk.get_db_prep_value(row_id, connection) for row_id in ids]]
+    for number, (name, values) in enumerate(per_row.items()):
+        field = meta.get_field(name)
+        column = ops.quote_name(field.column)
+        sets.append(f"{column} = COALESCE(v.c{number}, {table}.{column})")
+        arrays.append(f"%s::{field.db_type(connection)}[]")
+        # Not get_db_prep_save(None): a JSONField would make it JSON null, which is no SQL NULL.
+        params.append([field.get_db_prep_save(values[i], connection) if i in values else None for i in ids])
+    names = ", ".join(["id"] + [f"c{number}" for number in range(len(per_row))])
     sql = (
-        f"UPDATE {ops.quote_name(meta.db_table)} SET {', '.join(sets)} "
-        f"WHERE {ops.quote_name(pk.column)} IN ({', '.join(['%s'] * len(ids))}){condition} "
-        f"RETURNING {ops.quote_name(pk.column)}{extra}"
+        f"UPDATE {table} SET {', '.join(sets)} FROM unnest({', '.join(arrays)}) AS v({names}) "
+        f"WHERE {table}.{key} = v.id"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params + keys)
-        return [(pk.to_python(row[0]), *row[1:]) for row in cursor.fetchall()]
+    return sql, params
