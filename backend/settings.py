@@ -167,6 +167,9 @@ HUEY_WORKERS = {
     "high": env_int("HUEY_HIGH_WORKERS", 4, minimum=1),
     "standard": env_int("HUEY_STANDARD_WORKERS", 4, minimum=1),
 }
+# Notifications a standard-tier worker thread takes off its queue and delivers as one batch
+# (delivery/batch.py); 1 runs Huey's one-at-a-time consumer instead. The high tier always takes one.
+STANDARD_BATCH = env_int("NOTIFY_STANDARD_BATCH", 200, minimum=1)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -1,9 +1,11 @@
 """Claims are leases: set by the claim, renewed by the worker process that holds them, nothing else."""
 
+import threading
 from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db import connection, transaction
 from django.utils import timezone
 
 from backend.notifications import actions
@@ -61,3 +63,29 @@ def test_renewal_never_touches_a_notification_that_left_sending(claimed):
         actions.mark_sent(code, "twilio", "SM1")
         assert lease.renew() == 0
     assert Notification.objects.get(pk=code.pk).state == State.SENT
+
+
+@pytest.mark.django_db(transaction=True)
+def test_renewal_skips_a_row_its_worker_is_writing_instead_of_waiting_for_it(claimed):
+    """A batch's UPDATE locks its rows in its own order: a heartbeat waiting for them could deadlock with it."""
+    busy, free = claimed("shipped", "order-1", order="1"), claimed("shipped", "order-2", order="2")
+    locked, release = threading.Event(), threading.Event()
+
+    def batch_writing_its_row():
+        with transaction.atomic():
+            Notification.objects.select_for_update().get(pk=busy.pk)
+            locked.set()
+            release.wait(10)
+        connection.close()
+
+    writer = threading.Thread(target=batch_writing_its_row)
+    writer.start()
+    assert locked.wait(10)
+    before = lease_of(busy)
+    with lease.held(busy), lease.held(free):
+        renewed = lease.renew()
+    release.set()
+    writer.join(10)
+
+    assert renewed == 1
+    assert lease_of(busy) == before

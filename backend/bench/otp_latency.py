@@ -1,6 +1,6 @@
 """OTP latency, accept → provider call, while a backlog of standard notifications drains (DESIGN.md §8).
 
-Run it with ``bin/bench otp_latency [--backlog 100000] [--budget 5000]``: bin/bench
+Run it with ``bin/bench otp_latency [--backlog 1000000] [--budget 5000]``: bin/bench
 starts a throwaway PostgreSQL and Redis, migrates and loads the demo data;
 this script then starts the stub providers and the worker pools as their own
 processes (exactly the Procfile commands), builds the backlog with set-based
@@ -19,6 +19,10 @@ peak memory.
 
 The provider budget (token bucket) is ``--budget`` messages/s, 20 % reserved
 for the high tier; both tiers go to the same SMS provider, as in production.
+By default the budget is far above what the machine can send, so the standard
+tier drains in batches at full speed (``bin/bench drain``'s setting) while the
+OTPs are measured; ``--budget 5000`` paces it as a provider contract would.
+Exits non-zero when the OTP p95 exceeds 300 ms.
 """
 
 import argparse
@@ -40,6 +44,8 @@ from backend.stubs.providers_file import stub_providers_toml
 from backend.stubs.smtp_sink import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+# DESIGN.md §8: an OTP reaches the provider within this, p95, whatever drains beside it.
+TARGET_P95_MS = 300
 
 
 def _setup_django() -> None:
@@ -153,10 +159,11 @@ def _print_campaign(campaign, since_approved: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backlog", type=int, default=100_000)
-    parser.add_argument("--budget", type=float, default=5000.0, help="Provider budget, messages/s.")
+    parser.add_argument("--budget", type=float, default=1_000_000.0, help="Provider budget, messages/s.")
     parser.add_argument("--otps", type=int, default=100, help="OTPs to send, one every --interval seconds.")
     parser.add_argument("--interval", type=float, default=0.2)
     parser.add_argument("--standard-workers", type=int, default=2, help="worker-standard processes.")
+    parser.add_argument("--standard-threads", type=int, default=2, help="Batch threads per worker-standard process.")
     parser.add_argument(
         "--campaign", type=int, default=0, help="Recipients of a campaign that drains instead of --backlog."
     )
@@ -191,8 +198,8 @@ def main() -> None:
             print(f"backlog of {args.backlog:,} standard SMS built in {time.monotonic() - t0:.1f} s")
         processes.append(_start(env, "manage.py", "run_worker", "high", "--workers", "4", "--max-poll-delay", "0.02"))
         # As deploy/Procfile runs it: the standard pool at a lower CPU priority than the high tier.
-        processes += [_start(env, "manage.py", "run_worker", "standard", "--workers", "8", nice=10)
-                      for _ in range(args.standard_workers)]  # fmt: skip
+        standard = ["manage.py", "run_worker", "standard", "--workers", str(args.standard_threads)]
+        processes += [_start(env, *standard, nice=10) for _ in range(args.standard_workers)]
         if campaign:
             processes.append(_start(env, "manage.py", "run_scheduler"))
             _wait_for_fan_out(campaign)
@@ -232,13 +239,15 @@ def main() -> None:
         print(f"standard tier drained {drained:,} in {elapsed:.1f} s = {drained / elapsed:.0f}/s; {left:,} left")
         if campaign:
             _print_campaign(campaign, time.monotonic() - t0)
-        print(f"(budget {args.budget:.0f}/s, {args.standard_workers}×8 standard + 1×4 high worker threads, "
+        print(f"(budget {args.budget:.0f}/s, {args.standard_workers}×{args.standard_threads} standard batch threads "
+              f"+ 1×4 high worker threads, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
               f"{os.cpu_count()} cores, at {timezone.now():%Y-%m-%d %H:%M} UTC)")  # fmt: skip
     finally:
         for process in processes:
             process.terminate()
         for process in processes:
             process.wait(timeout=30)
+    sys.exit(0 if len(latencies) == len(otp_ids) and interpolated(latencies, 95) <= TARGET_P95_MS else 1)
 
 
 if __name__ == "__main__":

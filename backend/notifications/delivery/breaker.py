@@ -35,38 +35,46 @@ redis.call('HSET', KEYS[1], 'state', 'half-open', 'since', tostring(now))
 return 'probe:' .. state
 """
 
+# Records the outcomes ARGV[5] ("1" ok, "0" failed, in call order) one after the other; ARGV[1..4]: consecutive
+# failures, failure rate, minimum calls, window (s); ARGV[6]: a unique prefix for the window's members.
+# Returns each transition that happened ("from>to[:detail]"), then the state after the last outcome.
 _RECORD = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
-local ok, window = ARGV[1] == '1', tonumber(ARGV[5])
-if state == 'half-open' then
-  if ok then
-    redis.call('HSET', KEYS[1], 'state', 'closed', 'since', tostring(now), 'consecutive', 0)
-    redis.call('DEL', KEYS[2], KEYS[3])
-    return 'half-open>closed'
+local window, outcomes, out = tonumber(ARGV[4]), ARGV[5], {}
+for i = 1, #outcomes do
+  local ok, member = string.sub(outcomes, i, i) == '1', ARGV[6] .. ':' .. i
+  local state = redis.call('HGET', KEYS[1], 'state') or 'closed'
+  if state == 'half-open' then
+    if ok then
+      redis.call('HSET', KEYS[1], 'state', 'closed', 'since', tostring(now), 'consecutive', 0)
+      redis.call('DEL', KEYS[2], KEYS[3])
+      table.insert(out, 'half-open>closed')
+    else
+      redis.call('HSET', KEYS[1], 'state', 'open', 'since', tostring(now))
+      table.insert(out, 'half-open>open')
+    end
+  elseif state == 'closed' then
+    redis.call('ZADD', KEYS[2], now, member)
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+    redis.call('EXPIRE', KEYS[2], math.ceil(window) + 1)
+    if ok then
+      redis.call('HSET', KEYS[1], 'consecutive', 0)
+    else
+      redis.call('ZADD', KEYS[3], now, member)
+      redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
+      redis.call('EXPIRE', KEYS[3], math.ceil(window) + 1)
+      local consecutive = redis.call('HINCRBY', KEYS[1], 'consecutive', 1)
+      local calls, fails = redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3])
+      if consecutive >= tonumber(ARGV[1]) or (calls >= tonumber(ARGV[3]) and fails / calls >= tonumber(ARGV[2])) then
+        redis.call('HSET', KEYS[1], 'state', 'open', 'since', tostring(now))
+        table.insert(out, 'closed>open:' .. consecutive .. ':' .. fails .. '/' .. calls)
+      end
+    end
   end
-  redis.call('HSET', KEYS[1], 'state', 'open', 'since', tostring(now))
-  return 'half-open>open'
 end
-if state == 'open' then return '' end
-redis.call('ZADD', KEYS[2], now, ARGV[6])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
-redis.call('EXPIRE', KEYS[2], math.ceil(window) + 1)
-if ok then
-  redis.call('HSET', KEYS[1], 'consecutive', 0)
-  return ''
-end
-redis.call('ZADD', KEYS[3], now, ARGV[6])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - window)
-redis.call('EXPIRE', KEYS[3], math.ceil(window) + 1)
-local consecutive = redis.call('HINCRBY', KEYS[1], 'consecutive', 1)
-local calls, fails = redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[3])
-if consecutive >= tonumber(ARGV[2]) or (calls >= tonumber(ARGV[4]) and fails / calls >= tonumber(ARGV[3])) then
-  redis.call('HSET', KEYS[1], 'state', 'open', 'since', tostring(now))
-  return 'closed>open:' .. consecutive .. ':' .. fails .. '/' .. calls
-end
-return ''
+table.insert(out, redis.call('HGET', KEYS[1], 'state') or 'closed')
+return out
 """
 
 
@@ -131,15 +139,23 @@ def _store_event(provider: str, transition: str) -> None:
     BreakerEvent.objects.create(provider=provider, from_state=from_state, to_state=to_state, reason=reason)
 
 
-def allow(provider: str) -> bool:
-    """May a call go to ``provider`` now? While open, no; after the cool-down, one probe."""
+def admit(provider: str) -> str:
+    """What may go to ``provider`` now: "allow" (closed), "deny" (open) or "probe" (exactly one call).
+
+    A batch worker sends one call of its batch on "probe" and re-schedules the rest.
+    """
     cooldown = settings.NOTIFY["BREAKER_COOLDOWN"]
     client = redis_client()
     verdict = client.eval(_ALLOW, 1, _keys(provider)[0], cooldown) if client else _local.allow(provider, cooldown)
     if verdict.startswith("probe:"):
         _store_event(provider, f"{verdict.split(':', 1)[1]}>{HALF_OPEN}")
-        return True
-    return verdict == "allow"
+        return "probe"
+    return verdict
+
+
+def allow(provider: str) -> bool:
+    """May a call go to ``provider`` now? While open, no; after the cool-down, one probe."""
+    return admit(provider) != "deny"
 
 
 def record(provider: str, ok: bool) -> None:
@@ -147,21 +163,35 @@ def record(provider: str, ok: bool) -> None:
 
     Without Redis the outcome is not counted (it comes after the call; its status write must not fail).
     """
+    record_many(provider, [ok])
+
+
+def record_many(provider: str, outcomes: list[bool]) -> bool:
+    """Record calls' outcomes in order (``record``'s meaning of ``ok``) in one Lua call: a batch's wave.
+
+    Returns True when the breaker is open after them: the batch worker then stops the rest of
+    its batch for that provider. Without Redis, like ``record``, the outcomes are not counted.
+    """
+    if not outcomes:
+        return False
     conf = settings.NOTIFY
     client = redis_client()
     if client:
         try:
             with guard("breaker record"):
-                transition = client.eval(
-                    _RECORD, 3, *_keys(provider), "1" if ok else "0", conf["BREAKER_CONSECUTIVE_FAILURES"],
-                    conf["BREAKER_FAILURE_RATE"], conf["BREAKER_MIN_CALLS"], conf["BREAKER_WINDOW"], uuid.uuid4().hex,
+                *transitions, now = client.eval(
+                    _RECORD, 3, *_keys(provider), conf["BREAKER_CONSECUTIVE_FAILURES"], conf["BREAKER_FAILURE_RATE"],
+                    conf["BREAKER_MIN_CALLS"], conf["BREAKER_WINDOW"], "".join("1" if ok else "0" for ok in outcomes),
+                    uuid.uuid4().hex,
                 )  # fmt: skip
         except RedisUnavailable:
-            return
+            return False
     else:
-        transition = _local.record(provider, ok, conf)
-    if transition:
+        transitions = [_local.record(provider, ok, conf) for ok in outcomes]
+        now = _local.state.get(provider, {}).get("state", CLOSED)
+    for transition in filter(None, transitions):
         _store_event(provider, transition)
+    return now == OPEN
 
 
 def state(provider: str) -> str:

@@ -87,6 +87,11 @@ def _targets(notification: Notification) -> list[list[Target]]:
         Attempt.objects.filter(notification=notification, result=Attempt.Result.SENT).values_list("device", flat=True)
     )
     devices = notification.recipient.devices.filter(disabled_at__isnull=True).exclude(pk__in=sent_devices)
+    return device_targets(providers, devices)
+
+
+def device_targets(providers: list[Provider], devices) -> list[list[Target]]:
+    """One destination per device whose platform a push provider serves (the only provider serves them all)."""
     by_type = {}
     for provider in providers:
         by_type.setdefault(provider.__class__.name, provider)
@@ -102,7 +107,7 @@ def _gate(target: Target, tier: str) -> budget.Slot:
     wait = budget.take_token(config, tier)
     if wait > 0:
         raise Wait(wait, f"budget:{config.name}")
-    slot = budget.acquire_slot(config)
+    slot = budget.acquire_slot(config, tier)
     if slot is None:
         raise Wait(random.uniform(*_SLOT_WAIT), f"bulkhead:{config.name}")
     return slot

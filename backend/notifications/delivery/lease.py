@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from backend.notifications.models import Notification, State
@@ -48,16 +48,38 @@ def held(notification: Notification) -> Iterator[None]:
             _held.pop(key, None)
 
 
+@contextmanager
+def held_many(ids: list[str], tier: str) -> Iterator[None]:
+    """``held`` for a claimed batch: every id's lease is renewed by this process's heartbeat while the block runs."""
+    keys = [str(pk) for pk in ids]
+    with _lock:
+        _held.update(dict.fromkeys(keys, tier))
+    try:
+        yield
+    finally:
+        with _lock:
+            for key in keys:
+                _held.pop(key, None)
+
+
 def renew(now: datetime | None = None) -> int:
-    """Extend the lease of every notification this process holds that is still sending; returns the rows renewed."""
+    """Extend the lease of every notification this process holds that is still sending; returns the rows renewed.
+
+    Rows another transaction has locked just now are skipped (``SKIP LOCKED``): they are being
+    written by their own worker (a batch moving them to ``sent``), and the next beat renews them.
+    Waiting for them instead deadlocked with a batch's UPDATE, which locks the same rows in
+    another order, and PostgreSQL aborted one of the two (at load 10, a batch).
+    """
     with _lock:
         by_tier: dict[str, list[str]] = {}
         for key, tier in _held.items():
             by_tier.setdefault(tier, []).append(key)
-    return sum(
-        Notification.objects.filter(pk__in=ids, state=State.SENDING).update(lease_until=expiry(tier, now))
-        for tier, ids in by_tier.items()
-    )
+    renewed = 0
+    for tier, ids in by_tier.items():
+        with transaction.atomic():
+            free = Notification.objects.filter(pk__in=ids, state=State.SENDING).select_for_update(skip_locked=True)
+            renewed += Notification.objects.filter(pk__in=free.values("pk")).update(lease_until=expiry(tier, now))
+    return renewed
 
 
 class Heartbeat(threading.Thread):

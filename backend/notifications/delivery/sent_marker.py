@@ -15,6 +15,11 @@ from django.conf import settings
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
 
 _local: dict[str, tuple[float, str]] = {}
+
+# SET KEYS[i] to ARGV[i + 1] with a TTL of ARGV[1] seconds: a batch's markers in one command.
+_PUT_MANY = """
+for i, key in ipairs(KEYS) do redis.call('SET', key, ARGV[i + 1], 'EX', ARGV[1]) end
+"""
 _lock = threading.Lock()
 
 
@@ -35,6 +40,27 @@ def get(notification_id: str) -> tuple[str, str] | None:
         return None
     provider, _, reference = value.partition("|")
     return provider, reference
+
+
+def put_many(accepted: dict[str, tuple[str, str]]) -> None:
+    """``put`` for a batch: ``{notification id: (provider, reference)}`` in one Lua call, same TTL and rules."""
+    if not accepted:
+        return
+    ttl = settings.NOTIFY["SENT_MARKER_TTL"]
+    client = redis_client()
+    if client:
+        try:
+            with guard("sent-marker"):
+                keys = [_key(notification_id) for notification_id in accepted]
+                values = [f"{provider}|{reference}" for provider, reference in accepted.values()]
+                client.eval(_PUT_MANY, len(keys), *keys, ttl, *values)
+        except RedisUnavailable:
+            pass
+        return
+    with _lock:
+        expires = time.monotonic() + ttl
+        for notification_id, (provider, reference) in accepted.items():
+            _local[notification_id] = (expires, f"{provider}|{reference}")
 
 
 def put(notification_id: str, provider: str, reference: str) -> None:

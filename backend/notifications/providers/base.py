@@ -9,8 +9,11 @@ or loop. Adapters register under their ``name`` (the ``type`` of the
 providers file); an instance carries its configured name and options.
 """
 
+import asyncio
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+import aiohttp
 
 from backend.notifications.providers.config import ProviderConfig, providers_config
 
@@ -72,6 +75,15 @@ class Provider:
     def send(self, message: OutboundMessage) -> str:
         """Hand ``message`` to the provider; return its reference or raise ``ProviderError``."""
         raise NotImplementedError
+
+    async def send_async(self, message: OutboundMessage, client: aiohttp.ClientSession) -> str:
+        """``send`` for the batch worker's event loop, on ``client``'s kept-alive connections.
+
+        Adapters that speak HTTP override it (twilio, vonage, fcm); the others (SMTP, Web Push,
+        the inbox, the fakes) run their ``send`` in a thread so the loop keeps the batch's other
+        calls going. Same answer and errors as ``send``.
+        """
+        return await asyncio.to_thread(self.send, message)
 
 
 _REGISTRY: dict[str, type[Provider]] = {}

@@ -16,11 +16,15 @@ lookups (DNS rebinding) reach loopback.
 """
 
 import ipaddress
+import json
 import socket
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
+import aiohttp
 import requests
 from django.conf import settings
 from django.utils import timezone
@@ -200,7 +204,58 @@ def _send(client: requests.Session, shown: str, url: str, *, timeout: float, **k
         raise ProviderError(f"connection failed: {exc.__class__.__name__}: {shown}", permanent=False) from exc
 
 
-def retry_after_seconds(response: requests.Response) -> float | None:
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer read whole by ``apost``, shaped like the parts of ``requests.Response`` adapters use."""
+
+    status_code: int
+    text: str
+    headers: Mapping[str, str]
+
+    def json(self):
+        """The body parsed as JSON; raises ``ValueError`` when it is not JSON."""
+        return json.loads(self.text)
+
+
+def async_session(connections: int) -> aiohttp.ClientSession:
+    """A keep-alive HTTP/1.1 session for a batch worker's concurrent calls to operator URLs.
+
+    At most ``connections`` sockets in all (aiohttp's pool keeps them open between
+    batches); environment proxies are ignored as ``requests`` would not be told of them either.
+    Create it inside the event loop that will use it.
+    """
+    connector = aiohttp.TCPConnector(limit=connections, limit_per_host=connections, keepalive_timeout=30)
+    return aiohttp.ClientSession(connector=connector, headers={"User-Agent": "notify/1.0"}, trust_env=False)
+
+
+async def apost(
+    client: aiohttp.ClientSession,
+    url: str,
+    *,
+    timeout: float,
+    auth: tuple[str, str] | None = None,
+    **kwargs,
+) -> Answer:
+    """``post()`` for the batch worker: one POST on ``client``'s kept-alive connections, redirects not followed.
+
+    ``timeout`` in seconds for the whole call; ``auth`` is (user, password) for HTTP basic auth; other
+    keyword arguments (``data``, ``json``, ``headers``) go to aiohttp. Transport failures and timeouts
+    become transient ``ProviderError``s, as in ``post()``.
+    """
+    if auth:
+        kwargs["headers"] = {**kwargs.get("headers", {}), "Authorization": aiohttp.encode_basic_auth(*auth)}
+    try:
+        async with client.post(
+            url, allow_redirects=False, timeout=aiohttp.ClientTimeout(total=timeout), **kwargs
+        ) as response:
+            return Answer(response.status, await response.text(), response.headers)
+    except TimeoutError as exc:
+        raise ProviderError(f"timed out after {timeout:g} s: {url}", permanent=False) from exc
+    except aiohttp.ClientError as exc:
+        raise ProviderError(f"connection failed: {exc.__class__.__name__}: {url}", permanent=False) from exc
+
+
+def retry_after_seconds(response: requests.Response | Answer) -> float | None:
     """``Retry-After`` in seconds (RFC 9110 §10.2.3: delay-seconds or an HTTP-date), or None."""
     value = response.headers.get("Retry-After")
     if not value:
@@ -213,7 +268,7 @@ def retry_after_seconds(response: requests.Response) -> float | None:
         return None
 
 
-def transient_for_status(provider: str, response: requests.Response) -> ProviderError | None:
+def transient_for_status(provider: str, response: requests.Response | Answer) -> ProviderError | None:
     """The transient error for 429 and 5xx answers (honouring Retry-After), else None."""
     if response.status_code == 429 or response.status_code >= 500:
         return ProviderError(

@@ -2,9 +2,15 @@
 
 Reply codes follow RFC 5321 §4.2.1: 4yz is a transient negative completion
 (retry later), 5yz a permanent one (the address or the message is refused).
+
+Each thread keeps one SMTP session open and sends message after message on it
+(a batch worker's calls run in a few threads), checking it with ``NOOP`` first
+(RFC 5321 §4.1.1.9): a relay that dropped an idle session costs a reconnect,
+never a message. A session that failed in any way is closed, not reused.
 """
 
 import smtplib
+import threading
 from email.utils import parseaddr
 
 from django.conf import settings
@@ -16,6 +22,38 @@ from backend.notifications.providers.base import OutboundMessage, Provider, Prov
 # RFC 5321 §4.2.2: 550 mailbox unavailable, 551 user not local, 553 mailbox name not allowed — the
 # address itself is bad. 552 (storage) and 554 (policy) refuse the message, not the mailbox.
 _BAD_MAILBOX = {550, 551, 553}
+
+_local = threading.local()
+
+
+def _session():
+    """This thread's open SMTP connection (Django's SMTP backend) for the configured relay, opened when needed."""
+    key = (settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_HOST_USER, settings.EMAIL_USE_TLS)
+    connection = getattr(_local, "connection", None)
+    if connection is not None and _local.key == key and _alive(connection):
+        return connection
+    _drop()
+    # This provider is SMTP whatever EMAIL_BACKEND says (Django's test runner swaps that to locmem).
+    connection = get_connection("django.core.mail.backends.smtp.EmailBackend")
+    connection.open()
+    _local.connection, _local.key = connection, key
+    return connection
+
+
+def _alive(connection) -> bool:
+    try:
+        return connection.connection is not None and connection.connection.noop()[0] == 250
+    except (smtplib.SMTPException, OSError):
+        return False
+
+
+def _drop() -> None:
+    """Close this thread's session, if any (quietly: it may be dead already)."""
+    connection = getattr(_local, "connection", None)
+    _local.connection = None
+    if connection is not None:
+        connection.fail_silently = True
+        connection.close()
 
 
 def _error_for_code(code: int, detail: str) -> ProviderError:
@@ -42,14 +80,12 @@ class SmtpProvider(Provider):
             body=message.text,
             to=[message.to],
             headers={"Message-ID": message_id, "X-Notification-Id": message.notification_id, **message.headers},
-            # This provider is SMTP whatever EMAIL_BACKEND says (Django's test runner swaps that to locmem).
-            connection=get_connection("django.core.mail.backends.smtp.EmailBackend"),
         )
         if message.html:
             mail.attach_alternative(message.html, "text/html")
         mail.message = email_dkim.signing(mail.message)  # signed when NOTIFY_DKIM_* are set
         try:
-            mail.send(fail_silently=False)
+            _send(mail)
         except smtplib.SMTPRecipientsRefused as exc:
             code, detail = next(iter(exc.recipients.values()))
             raise _error_for_code(code, _decode(detail)) from exc
@@ -59,6 +95,16 @@ class SmtpProvider(Provider):
             # Connection refused, timeouts, dropped sessions: the relay may be back soon.
             raise ProviderError(f"SMTP connection failed: {exc}", permanent=False) from exc
         return message_id
+
+
+def _send(mail: EmailMultiAlternatives) -> None:
+    """Send ``mail`` on this thread's session; any failure closes the session (the next message opens another)."""
+    try:
+        mail.connection = _session()
+        mail.send(fail_silently=False)
+    except BaseException:
+        _drop()
+        raise
 
 
 def _decode(detail: bytes | str) -> str:

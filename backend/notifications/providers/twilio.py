@@ -28,6 +28,15 @@ class TwilioProvider(Provider):
     channel = "sms"
 
     def send(self, message: OutboundMessage) -> str:
+        url, form, auth = self._request(message)
+        return self._reference(http.post(url, data=form, auth=auth, timeout=self.timeout))
+
+    async def send_async(self, message: OutboundMessage, client) -> str:
+        url, form, auth = self._request(message)
+        return self._reference(await http.apost(client, url, data=form, auth=auth, timeout=self.timeout))
+
+    def _request(self, message: OutboundMessage) -> tuple[str, dict, tuple[str, str]]:
+        """The URL, form and basic-auth pair of the Messages API call for ``message``."""
         options = self.config.options
         url = f"{options.get('base_url', 'https://api.twilio.com').rstrip('/')}/2010-04-01/Accounts/"
         url += f"{options['account_sid']}/Messages.json"
@@ -38,7 +47,9 @@ class TwilioProvider(Provider):
             form["From"] = options["from"]
         if options.get("status_callback"):
             form["StatusCallback"] = options["status_callback"]
-        response = http.post(url, data=form, auth=(options["account_sid"], options["auth_token"]), timeout=self.timeout)
+        return url, form, (options["account_sid"], options["auth_token"])
+
+    def _reference(self, response) -> str:
         if response.status_code in (200, 201):
             return response.json()["sid"]
         raise self._error(response)

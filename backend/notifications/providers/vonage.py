@@ -30,6 +30,15 @@ class VonageProvider(Provider):
     channel = "sms"
 
     def send(self, message: OutboundMessage) -> str:
+        url, form = self._request(message)
+        return self._reference(http.post(url, data=form, timeout=self.timeout))
+
+    async def send_async(self, message: OutboundMessage, client) -> str:
+        url, form = self._request(message)
+        return self._reference(await http.apost(client, url, data=form, timeout=self.timeout))
+
+    def _request(self, message: OutboundMessage) -> tuple[str, dict]:
+        """The URL and form of the SMS API call for ``message``."""
         options = self.config.options
         form = {
             "api_key": options["api_key"],
@@ -43,8 +52,9 @@ class VonageProvider(Provider):
             form["type"] = "unicode"
         if options.get("callback"):
             form["callback"] = options["callback"]
-        url = f"{options.get('base_url', 'https://rest.nexmo.com').rstrip('/')}/sms/json"
-        response = http.post(url, data=form, timeout=self.timeout)
+        return f"{options.get('base_url', 'https://rest.nexmo.com').rstrip('/')}/sms/json", form
+
+    def _reference(self, response) -> str:
         transient = http.transient_for_status("vonage", response)
         if transient is not None:
             raise transient

@@ -1,14 +1,22 @@
+import signal
+import sys
+import threading
+
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from huey.consumer_options import ConsumerConfig
 
 from backend.notifications import tasks  # noqa: F401  (registers the tasks on each tier's Huey)
 from backend.notifications.delivery.lease import Heartbeat
+from backend.notifications.delivery.worker import BatchWorker
 from backend.notifications.queues import HUEYS, TIERS
 
 
 class Command(BaseCommand):
-    help = "Run one tier's worker pool (a Huey consumer on that tier's queue only)."
+    help = (
+        "Run one tier's worker pool on that tier's queue only: the high tier one notification at a time "
+        "(a Huey consumer), the standard tier in batches of NOTIFY_STANDARD_BATCH (delivery/batch.py)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("tier", choices=TIERS)
@@ -21,14 +29,25 @@ class Command(BaseCommand):
             default=0.25,
             help="Longest pause, in seconds, between two polls of an empty queue.",
         )
+        parser.add_argument(
+            "--batch",
+            type=int,
+            help="Standard tier: notifications per batch (default NOTIFY_STANDARD_BATCH; 1: one at a time).",
+        )
 
     def handle(self, tier: str, workers: int | None, worker_type: str, max_poll_delay: float, **options):
         database = settings.DATABASES["default"]
         if not database.get("OPTIONS", {}).get("pool"):
             # Read when each thread connects (the connection objects share this dict).
             database["CONN_MAX_AGE"] = settings.WORKER_CONN_MAX_AGE
+        workers = workers or settings.HUEY_WORKERS[tier]
+        # The high tier keeps batch size 1: an OTP never waits for a batch to fill or to finish.
+        size = 1 if tier == "high" else options["batch"] or settings.STANDARD_BATCH
+        if size > 1:
+            self._run_batches(tier, workers, size, max_poll_delay)
+            return
         config = ConsumerConfig(
-            workers=workers or settings.HUEY_WORKERS[tier],
+            workers=workers,
             worker_type=worker_type,
             periodic=False,
             initial_delay=0.02,
@@ -41,3 +60,19 @@ class Command(BaseCommand):
         Heartbeat(tier).start()
         self.stdout.write(f"{tier} tier: {config.workers} {worker_type} workers on {HUEYS[tier].name}")
         HUEYS[tier].create_consumer(**config.values).run()
+
+    def _run_batches(self, tier: str, workers: int, size: int, max_poll_delay: float) -> None:
+        """``workers`` batch threads (delivery/worker.py) until SIGTERM or SIGINT, then let each finish its batch."""
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        Heartbeat(tier).start()
+        threads = [BatchWorker(tier, size, stop, max_poll_delay, number) for number in range(workers)]
+        for thread in threads:
+            thread.start()
+        self.stdout.write(f"{tier} tier: {workers} batch workers of {size} on {HUEYS[tier].name}")
+        while not stop.wait(1.0):
+            pass
+        for thread in threads:
+            thread.join()
+        sys.exit(0)

@@ -1,0 +1,233 @@
+"""The standard tier's drain rate in batches, beside the ceiling of a bare asyncio client on the same stub (issue 11).
+
+Run it with ``bin/bench drain --notifications 200000``: bin/bench starts a throwaway PostgreSQL and
+Redis, migrates and loads the demo data; this script then
+
+1. starts the stub providers in their own process (``manage.py provider_stub``), SMS on Twilio and
+   push on FCM, with a budget far above what the machine can send (``--budget``);
+2. builds the backlog: ``--notifications`` queued standard notifications, half SMS and half push,
+   inserted set-based and handed over through ``tasks.enqueue_deliveries`` as the accept side does;
+3. measures the ceiling: a bare asyncio (aiohttp) client sending the same calls (Twilio forms, FCM
+   JSON) to the same stub with as many calls in flight as the workers may have, ``--ceiling-calls``
+   of them, while nothing else runs;
+4. starts ``--processes`` × ``run_worker standard`` (``--threads`` batch threads of ``--batch`` each)
+   and times the drain from the first notification sent to the last.
+
+It prints both rates and their ratio, and exits non-zero when the drain misses 2,000 sent/s or 50 %
+of the ceiling. The stub answers at once unless ``--latency-ms`` says otherwise.
+"""
+
+import argparse
+import asyncio
+import base64
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from backend.bench.otp_latency import _get, _setup_django, _start
+from backend.stubs.providers_file import stub_providers_toml
+
+TARGET_RATE = 2000.0
+TARGET_SHARE = 0.5
+
+
+def _providers_file(stub: str, budget: float) -> str:
+    path = Path(tempfile.mkdtemp()) / "providers.toml"
+    unlimited = {"rate": budget, "burst": budget, "high_share": 0.2}
+    routes = {"sms": ["twilio"], "push": ["fcm"]}
+    path.write_text(stub_providers_toml(stub, timeout=5.0, routes=routes, twilio=unlimited, fcm=unlimited))
+    return str(path)
+
+
+def build_backlog(size: int, channels: tuple[str, ...] = ("sms", "push"), chunk: int = 20000) -> None:
+    """Insert ``size`` queued standard notifications to u-en-1 (channels in turn), enqueued as the accept side does.
+
+    Set-based: one INSERT … SELECT generate_series per chunk, then ``tasks.enqueue_deliveries`` of its
+    ids per channel (one ZADD each).
+    """
+    from django.db import connection
+
+    from backend.notifications.models import Kind, Recipient, TemplateVersion
+    from backend.notifications.tasks import enqueue_deliveries
+
+    kind = Kind.objects.get(name="shipped")
+    recipient = Recipient.objects.get(user_id="u-en-1")
+    run = uuid.uuid4().hex[:8]
+    made = 0
+    while made < size:
+        n = min(chunk, size - made)
+        for index, channel in enumerate(channels):
+            count = len(range(index, n, len(channels)))
+            if not count:
+                continue
+            version = TemplateVersion.objects.get(kind=kind, language="en", channel=channel, status="approved")
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    """
+                    INSERT INTO notifications_notification
+                      (id, idempotency_key, idempotency_scope, request_hash, recipient_id, kind_id, channel, priority,
+                       params, state, reason, template_version_id, preview, provider, provider_ref, attempt_count,
+                       replayed_attempts, last_error, created_at, updated_at, queued_at)
+                    SELECT gen_random_uuid(), %s || g, 'bench', '', %s, %s, %s, 'standard',
+                           jsonb_build_object('order', g::text), 'queued', '', %s, '', '', '', 0, 0, '',
+                           now(), now(), now()
+                    FROM generate_series(%s, %s) AS g
+                    RETURNING id
+                    """,
+                    [f"drain-{run}-{channel}-", recipient.pk, kind.pk, channel, version.pk, made, made + count - 1],
+                )
+                ids = [str(row[0]) for row in cursor.fetchall()]
+            enqueue_deliveries(ids, "standard")
+        made += n
+
+
+async def _ceiling(stub: str, calls: int, concurrency: int) -> float:
+    """Calls/s of a bare aiohttp client sending Twilio and FCM calls, ``concurrency`` at a time, to the stub."""
+    import aiohttp
+
+    twilio = f"{stub}/2010-04-01/Accounts/ACstub/Messages.json"
+    fcm = f"{stub}/v1/projects/demo/messages:send"
+    basic = "Basic " + base64.b64encode(b"ACstub:stub").decode()
+    left = iter(range(calls))
+
+    async def sender(session: aiohttp.ClientSession) -> None:
+        for n in left:
+            if n % 2:
+                body = {"message": {"token": "demo-fcm-u-en-1", "notification": {"title": "Order shipped",
+                        "body": f"Your order {n} is on its way."}, "data": {"notification_id": str(n)}}}  # fmt: skip
+                request = session.post(fcm, json=body, headers={"Authorization": "Bearer stub"})
+            else:
+                form = {"To": "+14155550123", "Body": f"Your order {n} has shipped.", "From": "+15005550006"}
+                request = session.post(twilio, data=form, headers={"Authorization": basic})
+            async with request as response:
+                await response.read()
+                assert response.status in (200, 201), response.status
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        started = time.monotonic()
+        await asyncio.gather(*(sender(session) for _ in range(concurrency)))
+        return calls / (time.monotonic() - started)
+
+
+def _sent() -> int:
+    from backend.notifications.models import Notification, State
+
+    return Notification.objects.filter(state=State.SENT, priority="standard").count()
+
+
+def _drain(total: int, timeout: float) -> tuple[int, float]:
+    """Wait until ``total`` are sent (or ``timeout`` s); returns (sent, seconds from the first sent to the last)."""
+    deadline = time.monotonic() + timeout
+    first = last = None
+    sent = 0
+    while time.monotonic() < deadline:
+        sent = _sent()
+        now = time.monotonic()
+        if sent and first is None:
+            first = (now, sent)
+        if first is not None and sent > first[1]:
+            last = (now, sent)
+        if sent >= total:
+            break
+        time.sleep(0.5)
+    if first is None or last is None:
+        return sent, 0.0
+    return last[1] - first[1], last[0] - first[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notifications", type=int, default=200_000)
+    parser.add_argument("--budget", type=float, default=1_000_000.0, help="Provider budget, messages/s (high).")
+    parser.add_argument("--processes", type=int, default=2, help="run_worker standard processes.")
+    parser.add_argument("--threads", type=int, default=2, help="Batch threads per process.")
+    parser.add_argument("--batch", type=int, default=200, help="Notifications per batch.")
+    parser.add_argument("--ceiling-calls", type=int, default=20_000, help="Calls of the bare client.")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="Stub answer delay.")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="Seconds the drain may take at most.")
+    args = parser.parse_args()
+    _setup_django()
+
+    from backend.notifications.delivery.batch import WAVE
+
+    port = int(os.environ.get("BENCH_STUB_PORT", "8936"))
+    stub = f"http://127.0.0.1:{port}"
+    providers = _providers_file(stub, args.budget)
+    env = {**os.environ, "NOTIFY_PROVIDERS_FILE": providers, "LOG_LEVEL": "WARNING"}
+    processes = [_start(env, "manage.py", "provider_stub", "--port", str(port))]
+    try:
+        _wait_for_stub(stub)
+        if args.latency_ms:
+            _put(f"{stub}/_stub/faults", {p: {"latency_ms": args.latency_ms} for p in ("twilio", "fcm")})
+        t0 = time.monotonic()
+        build_backlog(args.notifications)
+        print(
+            f"backlog of {args.notifications:,} standard notifications (SMS and push) in {time.monotonic() - t0:.1f} s"
+        )
+
+        in_flight = args.processes * args.threads * WAVE
+        ceiling = asyncio.run(_ceiling(stub, args.ceiling_calls, in_flight))
+        _delete(f"{stub}/_stub/messages")
+        print(f"ceiling: a bare asyncio client, {in_flight} calls in flight: {ceiling:,.0f} calls/s")
+
+        workers = ["manage.py", "run_worker", "standard", "--workers", str(args.threads), "--batch", str(args.batch)]
+        processes += [_start(env, *workers) for _ in range(args.processes)]
+        sent, seconds = _drain(args.notifications, args.timeout)
+        rate = sent / seconds if seconds else 0.0
+        received = len(_get(f"{stub}/_stub/messages"))
+        print(
+            f"drain: {_sent():,} of {args.notifications:,} sent, {rate:,.0f} sent/s "
+            f"({args.processes} processes × {args.threads} threads, batches of {args.batch}); "
+            f"{received:,} calls received by the stub"
+        )
+        share = rate / ceiling if ceiling else 0.0
+        print(f"drain / ceiling: {share:.0%} (targets ≥ {TARGET_RATE:,.0f} sent/s and ≥ {TARGET_SHARE:.0%})")
+        print(f"({os.cpu_count()} cores; load {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+        sys.exit(0 if rate >= TARGET_RATE and share >= TARGET_SHARE else 1)
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _wait_for_stub(stub: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _get(f"{stub}/_stub/faults")
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _request(method: str, url: str, body: dict | None = None) -> None:
+    import json
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30):
+        pass
+
+
+def _put(url: str, body: dict) -> None:
+    _request("PUT", url, body)
+
+
+def _delete(url: str) -> None:
+    _request("DELETE", url)
+
+
+if __name__ == "__main__":
+    main()

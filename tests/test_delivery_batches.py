@@ -1,0 +1,250 @@
+"""Delivery in batches (delivery/batch.py) against the stub providers over real HTTP, real Redis and PostgreSQL.
+
+Each guarantee of the single delivery, now with batches: each notification claimed and sent once
+however many workers race on the same ids, an opening breaker stopping the rest of its batch, the
+high tier's reserved budget and bulkhead share untouched by standard batches, and what a batch
+cannot send now re-scheduled without an attempt. Killed batch workers: test_batch_processes.py.
+"""
+
+import itertools
+import threading
+import time
+import uuid
+
+import pytest
+
+from backend.notifications.delivery import batch, breaker, budget, dispatch, sent_marker
+from backend.notifications.models import Attempt, Notification, State
+from backend.notifications.providers.config import ProviderConfig
+from backend.notifications.queues import HUEYS
+from backend.stubs import provider_server
+from tests.providers_setup import write_providers_file
+
+pytestmark = pytest.mark.usefixtures("demo_data", "stub_providers")
+
+
+@pytest.fixture(autouse=True)
+def many_otps_to_one_number(settings):
+    settings.NOTIFY = {**settings.NOTIFY, "OTP_LIMIT": 100}
+
+
+@pytest.fixture
+def caller():
+    caller = batch.Caller()
+    yield caller
+    caller.close()
+
+
+def queued_sms(send, count: int, user_id: str = "u-ar-1") -> list[str]:
+    """``count`` queued standard SMS to ``user_id`` (orders 0 … count−1): one accepted, the rest its copies.
+
+    Copied rather than each accepted: the user's rate limit would fold most of them into a digest.
+    """
+    body = {"user_id": user_id, "kind": "shipped", "params": {"order": "0"}, "channel": "sms"}
+    response = send(body, key="k-0")
+    assert response.status_code == 202, response.json()
+    first = Notification.objects.get(pk=response.json()["id"])
+    copies = []
+    for n in range(1, count):
+        copy = Notification.objects.get(pk=first.pk)
+        copy.pk, copy.idempotency_key, copy.params = uuid.uuid4(), f"k-{n}", {"order": str(n)}
+        copies.append(copy)
+    Notification.objects.bulk_create(copies)
+    return [str(first.pk)] + [str(copy.pk) for copy in copies]
+
+
+def states(ids) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for state in Notification.objects.filter(pk__in=ids).values_list("state", flat=True):
+        found[state] = found.get(state, 0) + 1
+    return found
+
+
+def budgeted(tmp_path, stub, settings, **twilio) -> None:
+    path = write_providers_file(tmp_path / "budget.toml", stub.url, twilio=twilio)
+    settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
+
+
+def test_a_batch_is_sent_once_each_with_its_attempt_history_and_marker(send, stub_providers, caller):
+    ids = queued_sms(send, 30)
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    assert states(ids) == {State.SENT: 30}
+    texts = sorted(m["text"] for m in stub_providers.state.messages)
+    assert len(texts) == len(set(texts)) == 30
+    notification = Notification.objects.get(pk=ids[0])
+    assert (notification.provider, notification.attempt_count) == ("twilio", 1)
+    assert notification.provider_ref.startswith("SM")
+    history = list(notification.state_changes.values_list("from_state", "to_state", "reason"))
+    assert history == [("", "queued", ""), ("queued", "sending", ""), ("sending", "sent", "")]
+    attempt = notification.attempts.get()
+    assert (attempt.result, attempt.provider_ref, attempt.sms_segments) == ("sent", notification.provider_ref, 1)
+    assert sent_marker.get(ids[0]) == ("twilio", notification.provider_ref)
+
+
+def test_a_batch_costs_a_fixed_number_of_queries_not_a_few_per_notification(
+    send, caller, django_assert_max_num_queries, tmp_path, stub_providers, settings
+):
+    budgeted(tmp_path, stub_providers, settings, timeout=10.0)  # a busy machine's stub must not time out here
+    ids = queued_sms(send, 40)
+    # Select, claim + history, attempt count + attempt rows, results, sent + history, savepoints: not 8 per row.
+    with django_assert_max_num_queries(16):
+        batch.deliver_batch(ids, "standard", caller)
+    assert states(ids) == {State.SENT: 40}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_racing_on_the_same_batch_deliver_each_notification_once(send, stub_providers):
+    stub_providers.state.faults = {"twilio": {"latency_ms": 50}}
+    ids = queued_sms(send, 60)
+    errors = []
+
+    def worker():
+        caller = batch.Caller()
+        try:
+            batch.deliver_batch(ids, "standard", caller)
+        except Exception as exc:  # pragma: no cover - shown by the assertion below
+            errors.append(exc)
+        finally:
+            caller.close()
+            from django.db import connection
+
+            connection.close()
+
+    racers = [threading.Thread(target=worker) for _ in range(2)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=60)
+
+    assert errors == []
+    assert states(ids) == {State.SENT: 60}
+    texts = [m["text"] for m in stub_providers.state.messages]
+    assert len(texts) == len(set(texts)) == 60
+    assert Attempt.objects.filter(notification__in=ids).count() == 60
+    claims = Notification.objects.filter(pk__in=ids, state_changes__to_state=State.SENDING).count()
+    assert claims == 60
+
+
+def test_a_breaker_opening_in_the_middle_of_a_batch_stops_the_rest_of_it(
+    send, stub_providers, settings, caller, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.NOTIFY = {**settings.NOTIFY, "BREAKER_CONSECUTIVE_FAILURES": 3, "BREAKER_COOLDOWN": 60.0}
+    monkeypatch.setattr(batch, "WAVE", 5)
+    stub_providers.state.faults = {"twilio": {"error_rate": 1.0, "error": "500"}}
+    ids = queued_sms(send, 20)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        batch.deliver_batch(ids, "standard", caller)
+
+    assert breaker.state("twilio") == "open"
+    assert stub_providers.state.calls == {"twilio": 5}  # the first wave only
+    rows = Notification.objects.filter(pk__in=ids)
+    assert sorted(rows.values_list("attempt_count", flat=True)) == [0] * 15 + [1] * 5
+    assert states(ids) == {State.QUEUED: 20}  # the failed five wait for their retry, the rest for the breaker
+    stopped = rows.filter(attempt_count=0)
+    assert set(stopped.values_list("last_error", flat=True)) == {"breaker-open:twilio"}
+    assert {t.args[0] for t in HUEYS["standard"].pending() if t.eta} == set(map(str, ids))
+
+
+def test_an_open_breaker_sends_nothing_of_a_batch_and_touches_no_row(send, stub_providers, settings, caller):
+    settings.NOTIFY = {**settings.NOTIFY, "BREAKER_CONSECUTIVE_FAILURES": 1, "BREAKER_COOLDOWN": 60.0}
+    breaker.record("twilio", ok=False)
+    ids = queued_sms(send, 10)
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    assert stub_providers.state.messages == []
+    assert states(ids) == {State.QUEUED: 10}
+    assert Attempt.objects.count() == 0
+    assert HUEYS["standard"].scheduled_count() == 10
+
+
+def test_a_standard_batch_never_takes_the_high_tiers_reserved_tokens():
+    config = ProviderConfig(name="r", type="twilio", rate=10, burst=10, high_share=0.3)
+    granted, wait = budget.take_tokens(config, "standard", 10)
+    assert granted == 7  # its 70 % of the 10-message burst, however many the batch asks for
+    assert 0 < wait <= 1 / 7 + 0.01
+    assert budget.take_tokens(config, "standard", 5)[0] == 0
+    assert budget.take_tokens(config, "high", 3) == (3, 0.0)  # the reserved 30 % is still there for OTPs
+
+
+def test_a_batch_over_budget_sends_its_share_and_reschedules_the_rest_without_an_attempt(
+    send, stub_providers, tmp_path, settings, caller
+):
+    budgeted(tmp_path, stub_providers, settings, rate=1, burst=6, high_share=0.5)
+    ids = queued_sms(send, 10)
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    assert states(ids) == {State.SENT: 3, State.QUEUED: 7}
+    assert Attempt.objects.count() == 3
+    scheduled = sorted(HUEYS["standard"].scheduled(), key=lambda task: task.eta)
+    assert len(scheduled) == 7
+    # Spread one per token of the standard bucket's refill (0.5/s), not all at once.
+    gaps = [(b.eta - a.eta).total_seconds() for a, b in itertools.pairwise(scheduled)]
+    assert all(1.9 <= gap <= 2.1 for gap in gaps), gaps
+    otp = send({"user_id": "u-ar-1", "kind": "otp", "params": {"code": "123456"}}, key="login-1").json()["id"]
+    dispatch.deliver(otp)
+    assert Notification.objects.get(pk=otp).state == State.SENT  # the reserve was left whole
+
+
+def test_a_standard_batch_leaves_the_high_tier_its_bulkhead_slots(tmp_path, stub_providers, settings):
+    config = ProviderConfig(name="s", type="twilio", concurrency=4, high_share=0.5)
+    standard = budget.acquire_slots(config, 10, "standard")
+    assert len(standard) == 2
+    assert budget.acquire_slots(config, 1, "standard") == []
+    high = [budget.acquire_slot(config, "high") for _ in range(3)]
+    assert [slot is not None for slot in high] == [True, True, False]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_high_tier_never_waits_behind_a_standard_batch_in_flight(
+    send, stub_providers, tmp_path, settings, monkeypatch
+):
+    budgeted(tmp_path, stub_providers, settings, concurrency=2, high_share=0.5, rate=100, burst=100)
+    # Sam's SMS hang past the client's 2 s timeout: the batch holds its bulkhead share all that time.
+    monkeypatch.setattr(provider_server, "TIMEOUT_SECONDS", 3.0)
+    stub_providers.state.faults = {"twilio": {"rules": {"+14155550123": {"outcome": "timeout", "times": 1}}}}
+    ids = queued_sms(send, 5, user_id="u-en-1")
+
+    def standard_worker():
+        caller = batch.Caller()
+        try:
+            batch.deliver_batch(ids, "standard", caller)
+        finally:
+            caller.close()
+            from django.db import connection
+
+            connection.close()
+
+    thread = threading.Thread(target=standard_worker)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not Attempt.objects.filter(notification__in=ids).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    otp = send({"user_id": "u-ar-1", "kind": "otp", "params": {"code": "654321"}}, key="login-2").json()["id"]
+    dispatch.deliver(otp)
+    in_flight = list(Attempt.objects.filter(notification__in=ids).values_list("result", flat=True))
+    thread.join(timeout=30)
+
+    otp_row = Notification.objects.get(pk=otp)
+    assert (otp_row.state, otp_row.provider, otp_row.attempt_count) == (State.SENT, "twilio", 1)
+    assert in_flight == [""]  # sent while the batch's one call (its share of the bulkhead) was still out
+    assert states(ids) == {State.QUEUED: 1, State.SENT: 4}  # that call timed out (a retry); then one at a time
+
+
+def test_a_retry_in_a_batch_whose_sent_marker_says_accepted_is_not_sent_again(send, stub_providers, caller):
+    ids = queued_sms(send, 3, user_id="u-en-1")
+    Notification.objects.filter(pk=ids[1]).update(attempt_count=1)  # a worker died after the provider took it
+    sent_marker.put(ids[1], "twilio", "SMearlier")
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    retried = Notification.objects.get(pk=ids[1])
+    assert (retried.state, retried.provider_ref, retried.reason) == (State.SENT, "SMearlier", "sent-marker")
+    assert sorted(m["text"] for m in stub_providers.state.messages) == [
+        "Your order 0 has shipped.",
+        "Your order 2 has shipped.",
+    ]
