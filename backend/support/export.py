@@ -28,13 +28,16 @@ def csv_lines(lookup: search.Lookup, filters: search.Filters) -> Iterator[str]:
     for row in search.each_row(lookup, filters):
         recipient = row.recipient
         yield writer.writerow(
-            [row.created_at.isoformat(), row.pk, recipient.user_id, mask_phone(recipient.phone),
-             mask_email(recipient.email), row.kind.name, row.channel, row.priority, row.state, row.reason,
-             row.provider, row.provider_ref, row.attempt_count, row.sent_at.isoformat() if row.sent_at else "",
+            [row.created_at.isoformat(), row.pk, _safe(recipient.user_id), mask_phone(recipient.phone),
+             mask_email(recipient.email), row.kind.name, row.channel, row.priority, row.state, _safe(row.reason),
+             row.provider, _safe(row.provider_ref), row.attempt_count, row.sent_at.isoformat() if row.sent_at else "",
              _safe(row.preview)]
         )  # fmt: skip
 
 
 def _safe(text: str) -> str:
-    """A cell a spreadsheet will not run as a formula (OWASP "CSV injection")."""
+    """A cell a spreadsheet will not run as a formula (OWASP "CSV injection").
+
+    For every cell others wrote: the preview, the user id a client chose, a provider's reference and reason.
+    """
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
