@@ -1,5 +1,6 @@
 """GET /api/v1/notifications?user_id=…: newest first, keyset pages, filters, only the caller's own rows."""
 
+import base64
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -139,6 +140,28 @@ def test_bad_queries_are_422_naming_the_parameter(api, query, field, message):
     response = api.get("/api/v1/notifications", query)
     assert response.status_code == 422
     assert response.json()["fields"] == {field: [message]}
+
+
+def _forged(moment: str) -> str:
+    return base64.urlsafe_b64encode(f"{moment}|00000000-0000-0000-0000-000000000000".encode()).decode()
+
+
+@pytest.mark.parametrize("moment", ["0001-01-01T00:30:00+01:00", "9999-12-31T23:00:00-02:00"])
+def test_a_forged_cursor_outside_the_calendar_in_utc_is_422_not_500(api, moment):
+    """parse_datetime takes any year and offset; in UTC these fall before year 1 or after 9999."""
+    response = api.get("/api/v1/notifications", {"user_id": "u-en-1", "after": _forged(moment)})
+    assert response.status_code == 422
+    assert response.json()["fields"] == {
+        "after": ["Not a cursor of this list: pass a 'next' or 'previous' value unchanged."]
+    }
+
+
+def test_a_forged_cursor_with_an_offset_postgresql_refuses_is_read_in_utc(api, shipped):
+    """PostgreSQL refuses offsets past ±15:59 (a DataError, the 500 this was); the same instant in UTC is fine."""
+    shipped(range(1, 3))
+    response = api.get("/api/v1/notifications", {"user_id": "u-en-1", "before": _forged("0001-01-01T00:00:00-23:59")})
+    assert response.status_code == 200
+    assert len(response.json()["results"]) == 2
 
 
 def test_after_and_before_together_are_refused(api, shipped):

@@ -12,7 +12,7 @@ have no client) unless its key has ``reads_all_notifications``; ``POST …/{id}/
 import base64
 import binascii
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import Q, QuerySet
 from django.utils.dateparse import parse_datetime
@@ -50,9 +50,11 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         at, _sep, pk = raw.partition("|")
         created_at, notification_id = parse_datetime(at), uuid.UUID(pk)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+        # In UTC: PostgreSQL refuses offsets past ±15:59 that parse_datetime takes (a forged cursor, a 500).
+        created_at = created_at.astimezone(UTC) if created_at and created_at.tzinfo else None
+    except (binascii.Error, UnicodeDecodeError, ValueError, OverflowError):
         created_at = None
-    if created_at is None or created_at.tzinfo is None:
+    if created_at is None:
         raise serializers.ValidationError("Not a cursor of this list: pass a 'next' or 'previous' value unchanged.")
     return created_at, notification_id
 
