@@ -210,7 +210,11 @@ def _segment():
     [
         ({"q": "u-ar-1", "since": "last tuesday"},
          "since: 'last tuesday' is not a date and time like 2026-11-30T14:00."),
+        ({"q": "u-ar-1", "until": "9999-12-31T23:00-02:00"},
+         "until: '9999-12-31T23:00-02:00' is not a date and time like 2026-11-30T14:00."),
         ({"q": "u-ar-1", "after": "garbage"}, "That page link is damaged: start the search again."),
+        ({"q": "u-ar-1", "after": "0001-01-01T00:30+01:00~3f1c1b8e-1d2a-4a47-9d5f-0c7a4b6f1e21"},
+         "That page link is damaged: start the search again."),
         ({"q": "x", "as": "fax"},
          "Unknown kind of search 'fax': one of notification, campaign, user, phone, email, key, reference."),
         ({"q": "hello", "as": "phone"}, "'hello' is not a phone number."),
@@ -224,6 +228,13 @@ def test_a_search_it_cannot_read_is_a_400_that_says_why(as_agent, scene, params,
 
     assert response.status_code == 400
     assert response.context["error"] == message
+
+
+@pytest.mark.parametrize("name", ["since", "until"])
+def test_a_time_with_an_offset_postgresql_refuses_is_read_in_utc(as_agent, scene, name):
+    """PostgreSQL refuses offsets past ±15:59 that parse_datetime takes (a DataError, a 500): sent in UTC."""
+    response = as_agent.get("/support/", {"q": "u-ar-1", name: "2026-11-30T14:00-23:59"})
+    assert response.status_code == 200
 
 
 def test_states_it_does_not_know_are_shown_by_their_name(as_agent, scene):

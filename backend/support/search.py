@@ -151,9 +151,10 @@ class Cursor:
             return cls(key=rest)
         try:
             created_at, parsed_id = parse_datetime(at), uuid.UUID(rest)
-        except ValueError:
+            created_at = created_at.astimezone(UTC) if created_at and created_at.tzinfo else None
+        except (ValueError, OverflowError):
             created_at = None
-        if created_at is None or created_at.tzinfo is None:
+        if created_at is None:
             raise SearchError(_DAMAGED)
         return cls(created_at, parsed_id)
 
@@ -388,7 +389,9 @@ def _when(name: str, text: str) -> datetime | None:
         return None
     try:
         parsed = parse_datetime(text)
-    except ValueError:
+        # In UTC: PostgreSQL refuses offsets past ±15:59 that parse_datetime takes (a DataError, a 500).
+        parsed = parsed.astimezone(UTC) if parsed and parsed.tzinfo else parsed
+    except (ValueError, OverflowError):
         parsed = None
     if parsed is None:
         raise SearchError(f"{name}: {text!r} is not a date and time like 2026-11-30T14:00.")
