@@ -167,12 +167,19 @@ class NotifyCollector(Collector):
 
 
 def _allowed(request: HttpRequest) -> int:
-    """200 if the request may read the metrics, else the status to answer (401 or 403)."""
+    """200 if the request may read the metrics, else the status to answer (401 or 403).
+
+    Without a token: a direct request from the loopback address only, never one that came through a proxy.
+    """
     token = settings.METRICS_TOKEN
     if token:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         ok = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
         return 200 if ok else 401
+    if "X-Forwarded-For" in request.headers:
+        # uvicorn (--forwarded-allow-ips=*) and daphne (--proxy-headers) made REMOTE_ADDR of a header that
+        # whoever reaches their port writes: "127.0.0.1" from another container would pass as this host.
+        return 403
     try:
         return 200 if ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback else 403
     except ValueError:
