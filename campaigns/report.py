@@ -14,7 +14,6 @@ installed by bin/test and deploy/Dockerfile): a font without Arabic glyphs print
 """
 
 import json
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -26,7 +25,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 
-from backend.notifications import masking, rendering
+from backend.notifications import bidi, masking, rendering
 from backend.notifications.locales import text_direction
 from backend.notifications.models import Attempt, Channel, Notification, State, TemplateVersion
 from backend.notifications.pricing import decimal_str
@@ -111,13 +110,7 @@ def first_strong_direction(text: str) -> str:
     The P2/P3 rule of the Unicode Bidirectional Algorithm (UAX #9 §3.3.1), which a browser applies to
     ``<bdi>`` and WeasyPrint does not: without it an Arabic name in the report read in the wrong order.
     """
-    for character in text:
-        kind = unicodedata.bidirectional(character)
-        if kind in ("R", "AL"):
-            return "rtl"
-        if kind == "L":
-            return "ltr"
-    return "ltr"
+    return bidi.first_strong(text) or "ltr"
 
 
 def gather(campaign: Campaign) -> Report:
