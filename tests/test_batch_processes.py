@@ -6,13 +6,13 @@ in flight (they had no sent-marker yet).
 """
 
 import time
-import uuid
 from collections import Counter
 
 import pytest
 
 from backend.notifications.models import Attempt, Notification, State
 from backend.notifications.tasks import enqueue_deliveries
+from tests import test_delivery_batches as delivery_batches
 from tests.processes import Processes, wait_until, worker_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo_data")]
@@ -22,15 +22,7 @@ BATCH = 10
 
 def queued_sms(send, count: int) -> list[str]:
     """``count`` queued standard SMS to Sam, handed to the standard queue as the accept side does."""
-    body = {"user_id": "u-en-1", "kind": "shipped", "params": {"order": "0"}, "channel": "sms"}
-    first = Notification.objects.get(pk=send(body, key="k-0").json()["id"])
-    copies = []
-    for n in range(1, count):
-        copy = Notification.objects.get(pk=first.pk)
-        copy.pk, copy.idempotency_key, copy.params = uuid.uuid4(), f"k-{n}", {"order": str(n)}
-        copies.append(copy)
-    Notification.objects.bulk_create(copies)
-    ids = [str(first.pk)] + [str(copy.pk) for copy in copies]
+    ids = delivery_batches.queued_sms(send, count, user_id="u-en-1")
     enqueue_deliveries(ids[1:], "standard")
     return ids
 
