@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from backend.notifications import idempotency
-from backend.notifications.models import ApiClient, Category, Recipient, State, TemplateVersion
+from backend.notifications.models import ApiClient, Category, Notification, Recipient, State, TemplateVersion
 from backend.notifications.rendering import RenderError
 from campaigns import ledger
 from campaigns.audience import Audience, AudienceUnavailable, audience
@@ -568,6 +568,102 @@ def _refuse_cancel(campaign: Campaign, user: AbstractBaseUser) -> None:
         raise PermissionRefused(f"{user.get_username()} may not cancel {campaign}: its author or an approver may.")
     if campaign.state in FINAL_STATES:
         raise CampaignRefused(f"{campaign} is already {campaign.state}.", "state")
+
+
+# --- pause and resume ----------------------------------------------------------------------------
+
+
+def may_pause(campaign: Campaign, actor: Actor) -> bool:
+    """Whether ``actor`` may pause or resume ``campaign``: its author (or a writer of it), or an approver.
+
+    An API client may for the campaigns it created, as their author.
+    """
+    if isinstance(actor, ApiClient):
+        return campaign.client_id == actor.pk
+    return may_cancel(campaign, actor)
+
+
+def _refuse_pause(campaign: Campaign, actor: Actor, wanted: str, doing: str) -> None:
+    """Refuse ``doing`` (pause, resume) unless ``actor`` may and ``campaign`` is in state ``wanted``."""
+    if not may_pause(campaign, actor):
+        raise PermissionRefused(f"{_actor_name(actor)} may not {doing} {campaign}: its author or an approver may.")
+    if campaign.state != wanted:
+        raise CampaignRefused(f"{campaign} is {campaign.state}: only a {wanted} campaign can be {doing}d.", "state")
+
+
+def _exclusive(campaign: Campaign) -> Campaign:
+    """``campaign`` re-read under ``FOR UPDATE``: unlike ``_locked``, this waits for a feed under way.
+
+    The feeder holds ``FOR KEY SHARE`` on the campaigns it feeds until its rows are marked
+    (``fanout.feed``); ``FOR NO KEY UPDATE`` does not conflict with it, ``FOR UPDATE`` does. So
+    after this lock every row a feed marked is visible, and a feed that starts later waits, then
+    finds the campaign no longer running.
+    """
+    return Campaign.objects.select_for_update().get(pk=campaign.pk)
+
+
+def pause(campaign: Campaign, actor: Actor) -> Campaign:
+    """Pause a running campaign (its author, a writer of it, an approver; an API client that created it).
+
+    Like ``cancel``, the rows a worker could claim (``queued`` with a task in the queue,
+    ``queued_at`` set) are un-fed first, before the campaign's lock — a worker's claim needs
+    ``queued_at`` set (``delivery/batch.py``, ``actions.claim``), so nothing more is handed over
+    from the commit on, even while a fan-out batch holds the lock — then again under the lock,
+    which also waits for a feed under way (``_exclusive``). Their tasks are dropped by the
+    worker; the rows stay ``queued`` and are fed again after ``resume``. Nothing makes, releases,
+    feeds, ends or finishes a paused campaign (``fanout``: they all ask for ``running``), and
+    the state is in PostgreSQL only, so a pause survives every process restarting. Audited
+    ``pause`` with the counts per state and the rows un-fed. Raises ``PermissionRefused``, or
+    ``CampaignRefused`` when the campaign is not running.
+    """
+    _refuse_pause(Campaign.objects.get(pk=campaign.pk), actor, Campaign.State.RUNNING, "pause")
+    with transaction.atomic():
+        unfed = unfeed(campaign)
+        current = _exclusive(campaign)
+        _refuse_pause(current, actor, Campaign.State.RUNNING, "pause")
+        unfed += unfeed(current)
+        current.state, current.paused_at = Campaign.State.PAUSED, timezone.now()
+        current.save()
+        _audit(current, actor, CampaignAudit.Action.PAUSE, unfed=unfed, counts=_nonzero(ledger.counts(current)))
+    return current
+
+
+def unfeed(campaign: Campaign) -> int:
+    """Take back ``campaign``'s rows fed but not yet claimed (``queued_at`` NULL again, still ``queued``); how many.
+
+    At most ``NOTIFY_CAMPAIGN_FEED`` rows plus retries waiting for their delay: one UPDATE on
+    the (campaign, state) index. No history row: the state does not change.
+    """
+    fed = Notification.objects.filter(campaign_id=campaign.pk, state=State.QUEUED, queued_at__isnull=False)
+    return fed.update(queued_at=None)
+
+
+def resume(campaign: Campaign, actor: Actor) -> Campaign:
+    """Resume a paused campaign (who may pause it may): it is ``running`` again and continues where it stood.
+
+    Nothing is re-made: the fan-out continues after its mark, ``release_due`` releases the
+    scheduled rows whose time came meanwhile, and the feeder hands over exactly the rows still
+    ``queued`` — those not handed over before the pause. Audited ``resume`` with how long it
+    was paused (``paused_seconds``) and the counts per state. Raises ``PermissionRefused``, or
+    ``CampaignRefused`` when the campaign is not paused.
+    """
+    _refuse_pause(Campaign.objects.get(pk=campaign.pk), actor, Campaign.State.PAUSED, "resume")
+    with transaction.atomic():
+        current = _locked(campaign)
+        _refuse_pause(current, actor, Campaign.State.PAUSED, "resume")
+        now = timezone.now()
+        paused_seconds = (now - current.paused_at).total_seconds() if current.paused_at else 0.0
+        current.state, current.paused_at = Campaign.State.RUNNING, None
+        current.save()
+        _audit(
+            current, actor, CampaignAudit.Action.RESUME, paused_seconds=round(paused_seconds, 3),
+            counts=_nonzero(ledger.counts(current)),
+        )  # fmt: skip
+    return current
+
+
+def _nonzero(counts: dict[str, int]) -> dict[str, int]:
+    return {state: n for state, n in counts.items() if n}
 
 
 # --- campaigns made from another: the remainder of a cancel, a correction ---------------------------

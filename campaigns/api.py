@@ -116,6 +116,59 @@ class CampaignDetailView(APIView):
         return Response(CampaignSerializer(_campaign(pk, request.auth)).data)
 
 
+class _PauseOrResume(APIView):
+    """``POST /api/v1/campaigns/{id}/pause|resume``: the action on a campaign this API client created."""
+
+    act = staticmethod(actions.pause)
+
+    def post(self, request: Request, pk: int) -> Response:
+        campaign = _campaign(pk, request.auth)
+        try:
+            self.act(campaign, request.auth)
+        except actions.CampaignRefused as exc:
+            return validation_response({exc.field: [exc.message]}, exc.status)
+        return Response(CampaignSerializer(_campaign(pk, request.auth)).data)
+
+
+_REFUSED = OpenApiResponse(description="JSON error: the campaign is not in a state this can be done in (field state).")
+
+
+class CampaignPauseView(_PauseOrResume):
+    @extend_schema(
+        operation_id="pause_campaign",
+        request=None,
+        responses={
+            200: OpenApiResponse(
+                CampaignSerializer, description="Paused: nothing more is handed to a provider within 2 seconds."
+            ),
+            401: _ERROR,
+            404: _ERROR,
+            422: _REFUSED,
+        },
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        """Pause a running campaign: its notifications not yet handed over stay queued until it is resumed."""
+        return super().post(request, pk)
+
+
+class CampaignResumeView(_PauseOrResume):
+    act = staticmethod(actions.resume)
+
+    @extend_schema(
+        operation_id="resume_campaign",
+        request=None,
+        responses={
+            200: OpenApiResponse(CampaignSerializer, description="Running again, with exactly the rest."),
+            401: _ERROR,
+            404: _ERROR,
+            422: _REFUSED,
+        },
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        """Resume a paused campaign: it continues with exactly the recipients not yet handed over."""
+        return super().post(request, pk)
+
+
 class PdfRenderer(BaseRenderer):
     """The one thing the report view answers (``Accept: application/pdf`` or ``*/*``); it writes the bytes itself."""
 

@@ -40,6 +40,13 @@ fan-out never delays its sweeps of the high tier. Each tick:
    scheduled or sending becomes ``done`` (``actions.finish``, audited with the counts): one
    with a wave tomorrow stays running until that wave is sent.
 
+**Pause** (``actions.pause``): every step above asks for a ``running`` campaign, so a paused one
+is not fanned out, released, fed, ended or finished; its fed rows are un-fed (``queued_at`` NULL,
+still ``queued``) and a worker claims a campaign's row only when fed and not paused
+(``actions.claimable_campaign_row``). ``hold_paused`` un-feeds what a retry or the sweeper fed
+during the pause. ``actions.resume`` makes it ``running`` again: the steps continue from what is
+in PostgreSQL (the fan-out's mark, the rows still queued or scheduled), nothing kept in memory.
+
 Resumable: batches go in recipient-id order over disjoint ranges, two at a time on two
 connections (``PARALLEL``, one per core), each in its own transaction; the campaign's
 ``fanout_last_recipient`` moves past a round only once all its batches committed, so a crash (a
@@ -787,6 +794,18 @@ def _lock_running(campaigns: QuerySet[Campaign]) -> list[int]:
         return [pk for (pk,) in cursor.fetchall()]
 
 
+def hold_paused() -> int:
+    """Un-feed the rows of paused campaigns that were fed again since their pause; how many.
+
+    ``actions.pause`` un-fed every row a worker could claim; a row in flight then that failed
+    and was queued for a retry, or that the sweeper released after its worker died, has
+    ``queued_at`` set again. The claim refuses a paused campaign's rows anyway
+    (``actions.claimable_campaign_row``); this keeps them un-fed, as the resume expects (the
+    sweeper re-enqueues fed rows whose task it misses).
+    """
+    return sum(actions.unfeed(campaign) for campaign in Campaign.objects.filter(state=Campaign.State.PAUSED))
+
+
 def stop_cancelled(limit: int = BATCH) -> int:
     """Write ``cancelled`` on up to ``limit`` rows of cancelled campaigns that have no task yet; how many.
 
@@ -826,7 +845,7 @@ def finish_done() -> list[int]:
 
 
 def tick(batch: int = BATCH) -> bool:
-    """One round of start → end → one fan-out batch per running campaign → release → feed → done.
+    """One round of start → end → one fan-out batch per running campaign → release → hold paused → feed → done.
 
     True if work is left for at once: fan-out batches, or a full batch of released rows. The end
     comes before the feed, so a campaign whose end time came gets nothing more fed.
@@ -840,6 +859,7 @@ def tick(batch: int = BATCH) -> bool:
         more |= not fan_out(campaign_id, batch, max_batches=PARALLEL).complete
     more |= release_due(limit=batch) >= batch
     more |= stop_cancelled(limit=batch) >= batch
+    hold_paused()
     feed()
     finish_done()
     return more

@@ -28,6 +28,8 @@ class Campaign(models.Model):
     approved campaign whose time came (``running``), the fan-out makes its notifications
     (``fanned_out_at`` once every recipient has one) and it is ``done`` when none is left
     to send (``campaigns/fanout.py``); ``cancelled`` may end any state before ``done``.
+    A running campaign may be ``paused`` (``paused_at`` set) and resumed to ``running``: while
+    paused nothing of it is made, released, fed or claimed, and it is never done.
     ``template_versions`` maps a language to the approved ``TemplateVersion`` id sent to
     recipients of that language: named by the author or resolved at submit (the newest
     approved version per language of kind × channel).
@@ -40,6 +42,7 @@ class Campaign(models.Model):
         REJECTED = "rejected", "Rejected"
         SCHEDULED = "scheduled", "Scheduled"
         RUNNING = "running", "Running"
+        PAUSED = "paused", "Paused"
         CANCELLED = "cancelled", "Cancelled"
         DONE = "done", "Done"
 
@@ -92,6 +95,9 @@ class Campaign(models.Model):
     )  # fmt: skip
     origin_purpose = models.CharField(max_length=10, choices=Origin.choices, default=Origin.NONE, blank=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
+    paused_at = models.DateTimeField(
+        null=True, blank=True, help_text="Since when the campaign is paused; empty when it is not (actions.pause)."
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -156,6 +162,8 @@ class CampaignAudit(models.Model):
         DONE = "done", "Done"
         RESEND = "resend", "Remainder drafted"
         CORRECT = "correct", "Correction drafted"
+        PAUSE = "pause", "Paused"
+        RESUME = "resume", "Resumed"
 
     campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="audit")
     actor = models.ForeignKey(

@@ -1,4 +1,5 @@
-"""The running campaign's page: live progress, cancel, the ledger and its CSV, remainder and correction drafts.
+"""The running campaign's page: live progress, pause and resume, cancel, the ledger and its CSV, remainder and
+correction drafts.
 
 Marketers, approvers and support agents (``campaigns.view_campaign``) see it; anyone else
 gets 403, anonymous visitors the login page. What a button does is decided by the action
@@ -53,7 +54,7 @@ SHOWN_STATES = (
 PROGRESSED = (
     State.SENDING, State.SENT, State.DELIVERED, State.UNDELIVERED, State.FAILED, State.EXPIRED, State.CANCELLED,
 )  # fmt: skip
-LIVE_STATES = {Campaign.State.APPROVED, Campaign.State.SCHEDULED, Campaign.State.RUNNING}
+LIVE_STATES = {Campaign.State.APPROVED, Campaign.State.SCHEDULED, Campaign.State.RUNNING, Campaign.State.PAUSED}
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,8 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
         "poll_seconds": POLL_SECONDS,
         "eta": eta_text(progress.eta_seconds),
         "can_cancel": not final and actions.may_cancel(campaign, user),
+        "can_pause": campaign.state == Campaign.State.RUNNING and actions.may_pause(campaign, user),
+        "can_resume": campaign.state == Campaign.State.PAUSED and actions.may_pause(campaign, user),
         # Once made, a remainder or correction is linked under "Made from it" instead of offered again.
         "can_resend": bool(split and split.cancelled)
         and user.has_perm(ADD)
@@ -231,6 +234,20 @@ def _act(request: HttpRequest, pk: int, act, done: str) -> HttpResponse:
 def cancel(request: HttpRequest, pk: int) -> HttpResponse:
     """Cancel now (its author or an approver): nothing more is handed to a provider."""
     return _act(request, pk, actions.cancel, "Cancelled: nothing more is handed to a provider.")
+
+
+@require_POST
+@staff_only(VIEW)
+def pause(request: HttpRequest, pk: int) -> HttpResponse:
+    """Pause now (its author or an approver): nothing more is handed to a provider until it is resumed."""
+    return _act(request, pk, actions.pause, "Paused: nothing more is handed to a provider until you resume it.")
+
+
+@require_POST
+@staff_only(VIEW)
+def resume(request: HttpRequest, pk: int) -> HttpResponse:
+    """Resume: the campaign continues with exactly the recipients not yet handed over."""
+    return _act(request, pk, actions.resume, "Resumed: it continues with the recipients not yet handed over.")
 
 
 @require_POST

@@ -19,6 +19,7 @@ from backend.notifications.actions.accept import (
 from backend.notifications.actions.accept_batch import MAX_BATCH, accept_batch
 from backend.notifications.actions.delivery import (
     claim,
+    claimable_sql,
     dead_letter,
     disable_address,
     expire,
@@ -65,6 +66,7 @@ __all__ = [
     "approve_template",
     "check_preference",
     "claim",
+    "claimable_sql",
     "dead_letter",
     "disable_address",
     "expire",

@@ -7,7 +7,7 @@ count), so two workers holding the same id never both send.
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -29,12 +29,42 @@ def claim(notification: Notification) -> bool:
     """Move a queued notification to ``sending`` for this worker; False when another got it first.
 
     The claim is a lease of the tier's length (``delivery/lease.py``): the worker's heartbeat renews it.
+    A campaign's row is claimed only when fed and its campaign is not paused (``claimable_campaign_row``).
     """
     now = timezone.now()
     return transition(
         notification, State.SENDING, None, from_state=State.QUEUED, sending_at=now,
         lease_until=lease.expiry(notification.priority, now),
+        where=claimable_campaign_row() if notification.campaign_id else None,
     )  # fmt: skip
+
+
+def claimable_campaign_row() -> dict[str, Any]:
+    """The claim's conditions on a campaign's row (ORM filters): fed, and its campaign not paused.
+
+    ``campaigns.fanout.feed`` sets ``queued_at`` when it hands a row over; ``campaigns.actions.pause``
+    sets it back to NULL, so a task already in the queue finds its row unclaimable. A retry or a
+    sweeper's release that lands during a pause sets ``queued_at`` again: the campaign's state stops
+    those. The paused campaigns are a subquery, not a join: Django turns an UPDATE with a join into
+    ``id IN (SELECT …)``, which PostgreSQL would not re-check against a claim that committed first.
+    SQL twin for the batch claim: ``claimable_sql``.
+    """
+    campaigns = Notification._meta.get_field("campaign").related_model
+    return {
+        "queued_at__isnull": False,
+        "campaign_id__in": campaigns.objects.exclude(state=campaigns.State.PAUSED).values("pk"),
+    }
+
+
+def claimable_sql() -> str:
+    """``claimable_campaign_row`` as a condition on the notification table for a raw claim (``delivery/batch.py``)."""
+    campaigns = Notification._meta.get_field("campaign").related_model
+    table = connection.ops.quote_name(Notification._meta.db_table)
+    return (
+        f"({table}.campaign_id IS NULL OR ({table}.queued_at IS NOT NULL AND {table}.campaign_id NOT IN"
+        f" (SELECT c.id FROM {connection.ops.quote_name(campaigns._meta.db_table)} c"
+        f" WHERE c.state = '{campaigns.State.PAUSED}')))"
+    )
 
 
 def release(notification_id, from_state: str, reason: str, where: dict[str, Any] | None = None) -> bool:
