@@ -109,6 +109,7 @@ def test_a_worker_hands_over_nothing_of_a_cancelled_row_whose_task_was_already_i
 
 
 def test_a_row_claimed_before_the_cancel_is_in_flight_and_counted_by_how_it_ends(running, marketer):
+    fanout.feed(limit=AUDIENCE)  # a worker claims a campaign's row only once it was fed
     first, second = rows(running, State.QUEUED)[:2]
     assert notification_actions.claim(first) and notification_actions.claim(second)
 
@@ -123,6 +124,8 @@ def test_a_row_claimed_before_the_cancel_is_in_flight_and_counted_by_how_it_ends
 
 
 def test_a_row_in_flight_at_the_cancel_is_not_retried_after_it(running, marketer):
+    fanout.feed(limit=AUDIENCE)
+    HUEYS["standard"].flush()
     first = rows(running, State.QUEUED).first()
     assert notification_actions.claim(first)
     actions.cancel(running, marketer)

@@ -30,6 +30,8 @@ def test_openapi_schema_is_served_as_json_without_a_key(client, db):
         "/api/v1/campaigns",
         "/api/v1/campaigns/{id}",
         "/api/v1/campaigns/{id}/report.pdf",
+        "/api/v1/campaigns/{id}/pause",
+        "/api/v1/campaigns/{id}/resume",
     }
     assert schema["components"]["securitySchemes"]["apiKey"] == {"type": "http", "scheme": "bearer"}
     post = schema["paths"]["/api/v1/notifications"]["post"]
