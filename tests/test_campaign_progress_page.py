@@ -109,8 +109,9 @@ def test_the_eta_comes_from_the_recent_sent_rate_else_the_provider_budget(runnin
 
 def test_a_poll_costs_the_same_few_queries_at_any_size(client, running, marketer, django_assert_max_num_queries):
     client.force_login(marketer)
-    # Session and user, the campaign, may_cancel's audit check, one GROUP BY for the counts, the timeline.
-    with django_assert_max_num_queries(7):
+    # Session and user, the campaign, may_cancel's audit check, one GROUP BY for the counts, the timeline; the pace
+    # by the minute and the waiting rows by reason (campaigns/pace.py).
+    with django_assert_max_num_queries(9):
         client.get(f"/campaigns/{running.pk}/progress", HTTP_HX_REQUEST="true")
 
 

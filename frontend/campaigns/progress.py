@@ -1,6 +1,11 @@
 """The running campaign's page: live progress, pause and resume, cancel, the ledger and its CSV, remainder and
 correction drafts.
 
+The fragment also shows the pace — sent per minute over the last hour as a small SVG bar plot
+(``campaigns/pace.py``) — the expected end at the recent pace, and why the campaign waits when it
+waits (paused, outside sending hours, its spread or rate, the standard queue full, a provider's
+breaker open).
+
 Marketers, approvers and support agents (``campaigns.view_campaign``) see it; anyone else
 gets 403, anonymous visitors the login page. What a button does is decided by the action
 (``campaigns/actions.py``: who may cancel, who may draft), never by the template; the
@@ -34,7 +39,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Channel, Notification, State
-from campaigns import actions, ledger
+from campaigns import actions, ledger, pace
 from campaigns.models import Campaign, Origin, ScheduleMode
 from frontend.campaigns.views import spreadsheet_text
 from frontend.editor.views import _answer, staff_only
@@ -54,6 +59,10 @@ SHOWN_STATES = (
 PROGRESSED = (
     State.SENDING, State.SENT, State.DELIVERED, State.UNDELIVERED, State.FAILED, State.EXPIRED, State.CANCELLED,
 )  # fmt: skip
+# Started: it has a pace (its plot and expected end) and may wait for something.
+STARTED_STATES = {Campaign.State.RUNNING, Campaign.State.PAUSED, Campaign.State.DONE, Campaign.State.CANCELLED}
+# The pace plot's size in SVG units (a bar per minute).
+PLOT_WIDTH, PLOT_HEIGHT = 240, 48
 LIVE_STATES = {Campaign.State.APPROVED, Campaign.State.SCHEDULED, Campaign.State.RUNNING, Campaign.State.PAUSED}
 
 
@@ -162,14 +171,41 @@ def progress_of(campaign: Campaign, previous: tuple[float, int] | None, now: flo
     return Progress(campaign, book, will_send, done, eta, source, _waves(campaign), sample_at, sample_sent)
 
 
+@dataclass(frozen=True)
+class Bar:
+    """One minute of the pace plot as SVG: x, y and height in the plot's units, the label of its tooltip."""
+
+    x: int
+    y: float
+    height: float
+    label: str
+
+
+def pace_bars(minutes: list[pace.Minute]) -> list[Bar]:
+    """Bars of ``PLOT_WIDTH`` / ``len(minutes)`` units each, scaled so that the busiest minute fills ``PLOT_HEIGHT``."""
+    width = PLOT_WIDTH // max(len(minutes), 1)
+    top = max((minute.sent for minute in minutes), default=0) or 1
+    bars = []
+    for k, minute in enumerate(minutes):
+        height = PLOT_HEIGHT * minute.sent / top
+        bars.append(Bar(k * width, PLOT_HEIGHT - height, height, f"{minute.at:%H:%M} UTC: {minute.sent:,} sent"))
+    return bars
+
+
 def _context(request: HttpRequest, campaign: Campaign) -> dict:
     user = request.user
     progress = progress_of(campaign, _sample(request))
     split = progress.ledger.cancel
     final = campaign.state in actions.FINAL_STATES
+    started = campaign.state in STARTED_STATES
+    going = pace.pace(campaign, progress.will_send - progress.done, timezone.now()) if started else None
     return {
         "campaign": campaign,
         "progress": progress,
+        "pace": going,
+        "pace_bars": pace_bars(going.minutes) if going else [],
+        "plot": {"width": PLOT_WIDTH, "height": PLOT_HEIGHT, "minutes": pace.PLOT_MINUTES},
+        "waiting": pace.why_waiting(pace.facts(campaign)) if started else [],
         "split": split,
         "poll_seconds": POLL_SECONDS,
         "eta": eta_text(progress.eta_seconds),

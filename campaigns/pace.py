@@ -1,0 +1,217 @@
+"""How a running campaign goes, for its page: the pace (sent per minute over the last hour), the expected end,
+and why it waits when it waits.
+
+``why_waiting`` is pure — ``Facts`` in, ``Reason`` rows out — so every reason is tested from a
+table (tests/test_campaign_pace.py); ``facts`` reads them: one ``GROUP BY state, reason`` over
+the campaign's scheduled and queued rows on the (campaign, state) index, then the standard
+queue's depth and the circuit breaker of each provider of its channel (Redis). The pace is one
+``GROUP BY`` minute over the rows sent in the last hour (``sent_at``).
+
+The reasons a campaign's rows wait (``Notification.reason`` of its ``scheduled`` rows):
+``campaign-wave`` (a local-time wave), ``quiet-hours`` (the recipient's), ``sending-hours`` and
+``campaign-spread`` (the campaign's sending hours and its spread over a window, campaigns/pacing.py).
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count, Min, Q
+from django.db.models.functions import TruncMinute
+
+from backend.notifications.delivery import breaker
+from backend.notifications.delivery.shared_state import RedisUnavailable, guard
+from backend.notifications.models import Notification, Priority, State
+from backend.notifications.providers.base import providers_for_channel
+from backend.notifications.providers.config import ProvidersFileError
+from backend.notifications.queues import HUEYS
+from campaigns.models import Campaign, CampaignAudit
+
+# Minutes of the pace plot, and of the recent pace the expected end is worked out from.
+PLOT_MINUTES = 60
+RECENT_MINUTES = 5
+# Why a scheduled row waits, as a person reads it: {n} rows, {at} the first of them goes.
+SCHEDULED_REASONS = {
+    "campaign-wave": "{n} wait for their local-time wave; the next goes at {at}.",
+    "quiet-hours": "{n} wait for the end of their recipients' quiet hours; the first at {at}.",
+    "sending-hours": "{n} are outside the campaign's sending hours; they go when the window opens, at {at}.",
+    "campaign-spread": "{n} are spread over the campaign's window; the next goes at {at}.",
+}
+
+
+@dataclass(frozen=True)
+class Minute:
+    """One minute of the plot: when it starts (UTC) and how many of the campaign's rows were sent in it."""
+
+    at: datetime
+    sent: int
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The last ``PLOT_MINUTES`` minutes, oldest first; the recent pace (sent per minute); the expected end (UTC).
+
+    ``expected_end`` is None when nothing was sent recently, nothing is left, or the campaign is paused.
+    """
+
+    minutes: list[Minute]
+    per_minute: float
+    expected_end: datetime | None
+
+
+def minutes_sent(campaign: Campaign, now: datetime) -> list[Minute]:
+    """Rows of ``campaign`` sent in each of the last ``PLOT_MINUTES`` minutes to ``now``, oldest first, zeros too."""
+    last = now.astimezone(UTC).replace(second=0, microsecond=0)
+    first = last - timedelta(minutes=PLOT_MINUTES - 1)
+    rows = (
+        Notification.objects.filter(campaign=campaign, sent_at__gte=first)
+        .annotate(minute=TruncMinute("sent_at"))
+        .order_by()
+        .values_list("minute")
+        .annotate(n=Count("pk"))
+    )
+    found = {minute.astimezone(UTC): n for minute, n in rows}
+    return [Minute(at, found.get(at, 0)) for at in (first + timedelta(minutes=k) for k in range(PLOT_MINUTES))]
+
+
+def recent_per_minute(minutes: list[Minute], now: datetime) -> float:
+    """Sent per minute over the last ``RECENT_MINUTES`` minutes, counted from the first of them that sent anything.
+
+    A campaign that began sending 30 s ago is measured over those 30 s (at least one minute's worth
+    of time is never assumed: 30 s count as half a minute), not over five minutes it did not run.
+    """
+    recent = [minute for minute in minutes[-RECENT_MINUTES:] if minute.sent]
+    if not recent:
+        return 0.0
+    elapsed = (now - recent[0].at).total_seconds() / 60
+    return sum(minute.sent for minute in recent) / max(elapsed, 1 / 60)
+
+
+def pace(campaign: Campaign, remaining: int, now: datetime) -> Pace:
+    """``campaign``'s pace at ``now``, and when the ``remaining`` rows are expected to be sent at that pace."""
+    minutes = minutes_sent(campaign, now)
+    per_minute = recent_per_minute(minutes, now)
+    going = campaign.state == Campaign.State.RUNNING and remaining > 0 and per_minute > 0
+    return Pace(minutes, per_minute, now + timedelta(minutes=remaining / per_minute) if going else None)
+
+
+# --- why it waits -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What decides why a campaign waits, read at one instant (``facts``).
+
+    ``scheduled``: reason → (rows, the earliest ``send_at``); ``unfed``: rows queued and not yet
+    handed to the standard queue; ``queue_depth``: tasks in that queue (None: Redis unreachable)
+    and ``queue_limit`` the feeder's ceiling (``NOTIFY_CAMPAIGN_FEED``); ``rate_per_second``: the
+    campaign's own rate, if it has one; ``open_breakers``: providers of its channel whose breaker
+    is open.
+    """
+
+    state: str
+    paused_at: datetime | None = None
+    paused_by: str = ""
+    scheduled: dict[str, tuple[int, datetime | None]] | None = None
+    unfed: int = 0
+    queue_depth: int | None = 0
+    queue_limit: int = 0
+    rate_per_second: float | None = None
+    open_breakers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One reason a campaign waits: ``code`` (stable, for tests and styling) and ``text`` (for a person)."""
+
+    code: str
+    text: str
+
+
+def _clock(at: datetime | None) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC") if at else "an unknown time"
+
+
+def why_waiting(facts: Facts) -> list[Reason]:
+    """Why a running or paused campaign hands nothing, or less than it could, over now; empty when it does not wait.
+
+    In the order they hold it back: paused; then, for rows ready to go, a provider's open
+    breaker, the standard queue full (the tier's budget), the campaign's own rate; then the
+    rows scheduled for later, per reason (``SCHEDULED_REASONS``).
+    """
+    if facts.state not in (Campaign.State.RUNNING, Campaign.State.PAUSED):
+        return []
+    reasons = []
+    if facts.state == Campaign.State.PAUSED:
+        by = f" by {facts.paused_by}" if facts.paused_by else ""
+        reasons.append(
+            Reason("paused", f"Paused{by} at {_clock(facts.paused_at)}: nothing is handed to a provider until resumed.")
+        )
+    elif facts.unfed:
+        reasons += _ready_but_held(facts)
+    for code, (n, at) in sorted((facts.scheduled or {}).items()):
+        if code in SCHEDULED_REASONS:
+            reasons.append(Reason(code, SCHEDULED_REASONS[code].format(n=f"{n:,}", at=_clock(at))))
+    return reasons
+
+
+def _ready_but_held(facts: Facts) -> list[Reason]:
+    """Why rows ready to go (queued, not yet fed) are not all handed over at once."""
+    held = []
+    if facts.open_breakers:
+        names = ", ".join(facts.open_breakers)
+        held.append(Reason("breaker-open", f"The circuit breaker of {names} is open: sending waits for it to close."))
+    if facts.queue_depth is not None and facts.queue_depth >= facts.queue_limit:
+        held.append(
+            Reason(
+                "budget",
+                f"The standard queue is full ({facts.queue_depth:,} tasks, at most {facts.queue_limit:,} fed): "
+                f"{facts.unfed:,} wait for the providers' budget.",
+            )
+        )
+    elif facts.rate_per_second:
+        held.append(
+            Reason("rate", f"Held to its rate of {facts.rate_per_second:g} a second: {facts.unfed:,} wait their turn.")
+        )
+    return held
+
+
+def facts(campaign: Campaign) -> Facts:
+    """The ``Facts`` of ``campaign`` now (PostgreSQL, then Redis; Redis unreachable leaves its facts out)."""
+    groups = (
+        Notification.objects.filter(campaign=campaign, state__in=(State.SCHEDULED, State.QUEUED))
+        .order_by()
+        .values_list("state", "reason")
+        .annotate(n=Count("pk"), at=Min("send_at"), unfed=Count("pk", filter=Q(queued_at__isnull=True)))
+    )
+    scheduled, unfed = {}, 0
+    for state, reason, n, at, not_fed in groups:
+        if state == State.SCHEDULED:
+            scheduled[reason] = (n, at)
+        else:
+            unfed += not_fed
+    paused_by = ""
+    if campaign.state == Campaign.State.PAUSED:
+        audit = campaign.audit.filter(action=CampaignAudit.Action.PAUSE).order_by("-at", "-pk").first()
+        paused_by = audit.actor_name if audit else ""
+    depth, open_breakers = _redis_facts(campaign.channel) if unfed else (0, ())
+    return Facts(
+        state=campaign.state, paused_at=campaign.paused_at, paused_by=paused_by, scheduled=scheduled, unfed=unfed,
+        queue_depth=depth, queue_limit=settings.NOTIFY["CAMPAIGN_FEED"],
+        # The campaign's own rate comes with the pacing work (campaigns/pacing.py); a campaign without one has None.
+        rate_per_second=getattr(campaign, "rate_per_second", None), open_breakers=open_breakers,
+    )  # fmt: skip
+
+
+def _redis_facts(channel: str) -> tuple[int | None, tuple[str, ...]]:
+    """The standard queue's depth and the open breakers of ``channel``'s providers; (None, ()) without Redis."""
+    try:
+        names = [provider.name for provider in providers_for_channel(channel)]
+    except ProvidersFileError:
+        names = []
+    try:
+        with guard("why a campaign waits"):
+            depth = HUEYS[Priority.STANDARD].pending_count()
+            return depth, tuple(name for name in names if breaker.state(name) == breaker.OPEN)
+    except RedisUnavailable:
+        return None, ()

@@ -1,0 +1,217 @@
+"""The running page's pace and why-waiting (campaigns/pace.py): a table of facts → reasons, the pace by the minute."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import time_machine
+
+from backend.notifications.delivery import breaker
+from backend.notifications.models import Notification, Recipient, State
+from campaigns import actions, fanout, pace
+from campaigns.models import Campaign
+from campaigns.pace import Facts, Minute
+from frontend.campaigns import progress
+from tests.campaigns_setup import list_segment, submitted
+
+NOW = datetime(2026, 12, 1, 10, 0, 30, tzinfo=UTC)
+AT = datetime(2026, 12, 1, 14, 30, tzinfo=UTC)
+RUNNING, PAUSED = Campaign.State.RUNNING, Campaign.State.PAUSED
+
+WHY = [
+    ("done: never waits", Facts(state=Campaign.State.DONE, unfed=5, queue_depth=900, queue_limit=100), []),
+    ("running, feeding freely", Facts(state=RUNNING, unfed=500, queue_depth=20, queue_limit=100), []),
+    (
+        "paused, by whom and since when",
+        Facts(state=PAUSED, paused_at=NOW, paused_by="marketer", unfed=500, queue_depth=900, queue_limit=100),
+        [("paused", "Paused by marketer at 2026-12-01 10:00 UTC: nothing is handed to a provider until resumed.")],
+    ),
+    (
+        "paused with rows outside sending hours: both",
+        Facts(state=PAUSED, paused_at=NOW, paused_by="approver", scheduled={"sending-hours": (1200, AT)}),
+        [
+            ("paused", "Paused by approver at 2026-12-01 10:00 UTC: nothing is handed to a provider until resumed."),
+            (
+                "sending-hours",
+                "1,200 are outside the campaign's sending hours; they go when the window opens, at "
+                "2026-12-01 14:30 UTC.",
+            ),
+        ],
+    ),
+    (
+        "the standard queue full: the budget",
+        Facts(state=RUNNING, unfed=3000, queue_depth=100, queue_limit=100),
+        [("budget", "The standard queue is full (100 tasks, at most 100 fed): 3,000 wait for the providers' budget.")],
+    ),
+    (
+        "its own rate while the queue has room",
+        Facts(state=RUNNING, unfed=40, queue_depth=3, queue_limit=100, rate_per_second=50.0),
+        [("rate", "Held to its rate of 50 a second: 40 wait their turn.")],
+    ),
+    (
+        "nothing ready: neither budget nor rate nor breaker",
+        Facts(
+            state=RUNNING, unfed=0, queue_depth=100, queue_limit=100, rate_per_second=50.0, open_breakers=("twilio",)
+        ),
+        [],
+    ),
+    (
+        "a breaker open and the queue full",
+        Facts(state=RUNNING, unfed=10, queue_depth=150, queue_limit=100, open_breakers=("twilio", "vonage")),
+        [
+            ("breaker-open", "The circuit breaker of twilio, vonage is open: sending waits for it to close."),
+            ("budget", "The standard queue is full (150 tasks, at most 100 fed): 10 wait for the providers' budget."),
+        ],
+    ),
+    (
+        "Redis unreachable: no queue or breaker reason",
+        Facts(state=RUNNING, unfed=10, queue_depth=None, queue_limit=100),
+        [],
+    ),
+    (
+        "spread, waves and quiet hours, in the order of their codes; an unknown reason is left out",
+        Facts(
+            state=RUNNING,
+            scheduled={
+                "campaign-spread": (2_700, AT),
+                "campaign-wave": (30, AT),
+                "quiet-hours": (4, None),
+                "retry": (1, AT),
+            },
+        ),
+        [
+            ("campaign-spread", "2,700 are spread over the campaign's window; the next goes at 2026-12-01 14:30 UTC."),
+            ("campaign-wave", "30 wait for their local-time wave; the next goes at 2026-12-01 14:30 UTC."),
+            ("quiet-hours", "4 wait for the end of their recipients' quiet hours; the first at an unknown time."),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "facts", "reasons"), WHY, ids=[case for case, _, _ in WHY])
+def test_why_a_campaign_waits(case, facts, reasons):
+    assert [(reason.code, reason.text) for reason in pace.why_waiting(facts)] == reasons
+
+
+def minutes(*sent: int) -> list[Minute]:
+    """The plot's last minutes up to NOW's, ``sent`` in each (oldest first), after zeros."""
+    last = NOW.replace(second=0)
+    counts = [0] * (pace.PLOT_MINUTES - len(sent)) + list(sent)
+    return [Minute(last - timedelta(minutes=pace.PLOT_MINUTES - 1 - k), n) for k, n in enumerate(counts)]
+
+
+@pytest.mark.parametrize(
+    ("sent", "per_minute"),
+    [
+        ((), 0.0),
+        ((300, 300, 300, 300, 300, 150), 1350 / 4.5),  # the last five minutes: 9:56:00 … 10:00:30 is 4.5 min
+        ((0, 0, 0, 0, 0, 150), 300.0),  # began this minute, 30 s ago: 150 in half a minute
+        ((600, 0, 0, 0, 0, 0), 0.0),  # nothing in the last five minutes
+        ((0, 0, 0, 120, 0, 30), 150 / 2.5),  # from its first busy minute, 9:58, to now
+    ],
+)
+def test_the_recent_pace_counts_from_the_first_minute_that_sent(sent, per_minute):
+    assert pace.recent_per_minute(minutes(*sent), NOW) == pytest.approx(per_minute)
+
+
+@pytest.fixture
+def running(demo_data, marketer, approver) -> Campaign:
+    """A promo email campaign to 10 recipients, started and fanned out (10 queued)."""
+    Recipient.objects.bulk_create(
+        Recipient(user_id=f"pc-{n:02d}", email=f"pc{n}@example.com", language="en") for n in range(10)
+    )
+    campaign = submitted(marketer, segment=list_segment([f"pc-{n:02d}" for n in range(10)], name="Pace audience"))
+    campaign = actions.approve(campaign, approver, campaign.content_hash)
+    actions.start(campaign)
+    fanout.fan_out(campaign.pk)
+    return Campaign.objects.get(pk=campaign.pk)
+
+
+def sent_at(campaign: Campaign, *instants: datetime) -> None:
+    ids = list(Notification.objects.filter(campaign=campaign, state=State.QUEUED).values_list("pk", flat=True))
+    for pk, at in zip(ids, instants, strict=False):
+        Notification.objects.filter(pk=pk).update(state=State.SENT, sent_at=at)
+
+
+def test_the_pace_counts_each_minute_of_the_last_hour_and_expects_the_end_at_it(running):
+    sent_at(running, NOW - timedelta(minutes=90), NOW - timedelta(minutes=2), NOW - timedelta(seconds=100),
+            NOW - timedelta(seconds=20), NOW - timedelta(seconds=10))  # fmt: skip
+
+    going = pace.pace(running, remaining=5, now=NOW)
+
+    assert len(going.minutes) == 60 and going.minutes[-1].at == datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    assert [(m.at.strftime("%H:%M"), m.sent) for m in going.minutes if m.sent] == [
+        ("09:58", 2), ("10:00", 2)
+    ]  # fmt: skip
+    assert going.per_minute == pytest.approx(4 / 2.5)  # 4 since 09:58:00, 2.5 minutes ago
+    assert going.expected_end == NOW + timedelta(minutes=5 / (4 / 2.5))
+
+
+def test_a_paused_campaign_has_no_expected_end(running, marketer):
+    sent_at(running, NOW - timedelta(seconds=20))
+    actions.pause(running, marketer)
+
+    assert pace.pace(Campaign.objects.get(pk=running.pk), remaining=9, now=NOW).expected_end is None
+
+
+def test_the_facts_of_a_campaign_come_from_its_rows_the_queue_and_the_breakers(running, marketer, stub_providers):
+    rows = list(Notification.objects.filter(campaign=running).order_by("pk"))
+    Notification.objects.filter(pk__in=[n.pk for n in rows[:3]]).update(
+        state=State.SCHEDULED, reason="sending-hours", send_at=AT
+    )
+    Notification.objects.filter(pk=rows[3].pk).update(
+        state=State.SCHEDULED, reason="sending-hours", send_at=AT - timedelta(hours=1)
+    )
+    fanout.feed(limit=2)
+
+    facts = pace.facts(Campaign.objects.get(pk=running.pk))
+
+    assert facts.scheduled == {"sending-hours": (4, AT - timedelta(hours=1))}
+    assert (facts.unfed, facts.queue_depth, facts.open_breakers) == (4, 2, ())
+    actions.pause(running, marketer)
+    paused = pace.facts(Campaign.objects.get(pk=running.pk))
+    assert (paused.state, paused.paused_by, paused.unfed) == (PAUSED, "marketer", 6)
+
+
+def test_an_open_breaker_of_the_channels_provider_is_a_reason(running, stub_providers, settings):
+    for _ in range(settings.NOTIFY["BREAKER_CONSECUTIVE_FAILURES"]):
+        breaker.record("twilio", ok=False)
+    running.channel = "sms"
+
+    assert pace.facts(running).open_breakers == ("twilio",)
+
+
+def test_the_page_shows_the_pace_plot_the_expected_end_and_why_it_waits(client, running, marketer, settings):
+    settings.NOTIFY = {**settings.NOTIFY, "CAMPAIGN_FEED": 2}
+    with time_machine.travel(NOW, tick=False):
+        sent_at(running, NOW - timedelta(seconds=20), NOW - timedelta(seconds=10))
+        fanout.feed()
+        client.force_login(marketer)
+        html = client.get(f"/campaigns/{running.pk}/progress").content.decode()
+
+    assert 'id="pace-per-minute">4<' in html  # 2 sent in the last 30 s
+    assert '<time datetime="2026-12-01T10:02:30+00:00">2026-12-01 10:02 UTC</time>' in html  # 8 left at 4/min
+    assert html.count("<rect ") == 60 and "<title>10:00 UTC: 2 sent</title>" in html
+    assert 'data-reason="budget">The standard queue is full (2 tasks, at most 2 fed): 6 wait' in html
+
+
+def test_the_page_says_paused_and_expects_no_end(client, running, marketer):
+    actions.pause(running, marketer)
+    client.force_login(marketer)
+    html = client.get(f"/campaigns/{running.pk}/").content.decode()
+
+    assert 'id="expected-end">none while paused<' in html
+    assert 'data-reason="paused">Paused by marketer at ' in html
+
+
+def test_a_campaign_not_started_has_no_pace(client, demo_data, marketer):
+    campaign = submitted(marketer)
+    client.force_login(marketer)
+    html = client.get(f"/campaigns/{campaign.pk}/").content.decode()
+    assert 'id="pace"' not in html and 'id="why-waiting"' not in html
+
+
+def test_bars_scale_to_the_busiest_minute():
+    bars = progress.pace_bars(minutes(10, 0, 5))
+    assert (bars[-3].y, bars[-3].height, bars[-1].height, bars[0].height) == (0.0, 48.0, 24.0, 0.0)
+    assert [bar.x for bar in bars[:3]] == [0, 4, 8]
+    assert bars[-1].label == "10:00 UTC: 5 sent"
