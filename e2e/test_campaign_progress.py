@@ -9,6 +9,7 @@ import io
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from backend.notifications.delivery import dispatch
@@ -41,10 +42,11 @@ def running(live_server, stub) -> Campaign:
 
 
 def deliver(campaign: Campaign, how_many: int) -> None:
-    """Hand ``how_many`` queued rows to the stub provider, as a worker does."""
-    for pk in Notification.objects.filter(campaign=campaign, state=State.QUEUED).values_list("pk", flat=True)[
-        :how_many
-    ]:
+    """Feed ``how_many`` queued rows (``queued_at`` set, as the feeder marks them) and hand them to the stub provider,
+    as a worker does: a worker claims a campaign's row only once it was fed."""
+    ids = list(Notification.objects.filter(campaign=campaign, state=State.QUEUED).values_list("pk", flat=True))
+    Notification.objects.filter(pk__in=ids[:how_many]).update(queued_at=timezone.now())
+    for pk in ids[:how_many]:
         dispatch.deliver(str(pk))
 
 
