@@ -4,6 +4,8 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from backend.notifications import actions as notification_actions
@@ -86,6 +88,23 @@ def test_a_retry_or_a_release_that_feeds_a_row_during_the_pause_is_not_claimed_a
     assert batch._claim([batch.Item(Notification.objects.get(pk=row.pk), None)], "standard") == {}
     assert fanout.hold_paused() == 1
     assert Notification.objects.get(pk=row.pk).queued_at is None
+
+
+def test_the_claim_of_a_campaign_row_checks_the_row_itself_so_postgresql_re_checks_it_after_a_racing_claim(running):
+    fanout.feed(limit=1)
+    row = rows(running, queued_at__isnull=False).get()
+    with CaptureQueriesContext(connection) as queries:
+        assert notification_actions.claim(row)
+
+    claim = next(query["sql"] for query in queries.captured_queries if query["sql"].startswith("UPDATE"))
+    # No "id IN (SELECT … FROM notifications …)": a racing claim's commit would not be re-checked against it.
+    assert '"notifications_notification"."id" IN (SELECT' not in claim
+    assert claim.endswith(
+        """WHERE ("notifications_notification"."campaign_id" IN (SELECT U0."id" AS "pk" FROM "campaigns_campaign" U0"""
+        f""" WHERE NOT (U0."state" = 'paused')) AND "notifications_notification"."id" = '{row.pk.hex}'::uuid"""
+        """ AND "notifications_notification"."queued_at" IS NOT NULL AND "notifications_notification"."state" ="""
+        """ 'queued')"""
+    )
 
 
 def test_nothing_makes_releases_feeds_ends_or_finishes_a_paused_campaign(running, marketer):
