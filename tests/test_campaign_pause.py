@@ -1,10 +1,12 @@
 """Pause and resume (campaigns/actions.pause, resume): nothing more is handed over, nothing is lost."""
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
 import time_machine
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -105,6 +107,29 @@ def test_the_claim_of_a_campaign_row_checks_the_row_itself_so_postgresql_re_chec
         """ AND "notifications_notification"."queued_at" IS NOT NULL AND "notifications_notification"."state" ="""
         """ 'queued')"""
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pause_waits_for_a_feed_under_way_and_un_feeds_what_it_marked(running, marketer):
+    marked = threading.Event()
+
+    def feed_held_open() -> None:
+        """``fanout.feed``'s transaction, held open after it marked the rows (its lock on the campaign held)."""
+        with transaction.atomic():
+            fanout._lock_running(Campaign.objects.filter(pk=running.pk, state=Campaign.State.RUNNING))
+            rows(running, state=State.QUEUED).update(queued_at=timezone.now())
+            marked.set()
+            time.sleep(0.5)  # the pause starts meanwhile
+        connection.close()
+
+    feeder = threading.Thread(target=feed_held_open)
+    feeder.start()
+    marked.wait(timeout=10)
+    actions.pause(running, marketer)
+    feeder.join()
+
+    assert rows(running, queued_at__isnull=False).count() == 0
+    assert CampaignAudit.objects.get(campaign=running, action=CampaignAudit.Action.PAUSE).detail["unfed"] == 20
 
 
 def test_nothing_makes_releases_feeds_ends_or_finishes_a_paused_campaign(running, marketer):
