@@ -262,8 +262,8 @@ class CampaignSerializer(serializers.ModelSerializer):
         model = Campaign
         fields = [
             "id", "name", "state", "kind", "channel", "segment", "template_versions", "params", "schedule", "end_at",
-            "correction", "content_hash", "author", "created_at", "updated_at", "submitted_at", "counts", "ledger",
-            "approvals", "audit",
+            "correction", "content_hash", "author", "created_at", "updated_at", "submitted_at", "paused_at", "counts",
+            "ledger", "approvals", "audit",
         ]  # fmt: skip
 
     @extend_schema_field(OpenApiTypes.OBJECT)

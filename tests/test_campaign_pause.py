@@ -1,5 +1,6 @@
 """Pause and resume (campaigns/actions.pause, resume): nothing more is handed over, nothing is lost."""
 
+import re
 import threading
 import time
 from datetime import timedelta
@@ -236,10 +237,11 @@ def test_the_api_client_that_created_a_campaign_pauses_and_resumes_it(api, order
     resumed = api.post(f"/api/v1/campaigns/{running.pk}/resume")
 
     assert paused.status_code == 200 and paused.json()["state"] == "paused"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", paused.json()["paused_at"])
     assert again.status_code == 422
     assert again.json()["fields"] == {"state": [f"campaign {running.pk} 'Weekend sale' is paused: only a running "
                                                 "campaign can be paused."]}  # fmt: skip
-    assert resumed.status_code == 200 and resumed.json()["state"] == "running"
+    assert resumed.status_code == 200 and resumed.json()["state"] == "running" and resumed.json()["paused_at"] is None
     audit = CampaignAudit.objects.filter(campaign=running, action__in=("pause", "resume")).order_by("at", "pk")
     assert list(audit.values_list("action", "actor_name")) == [("pause", "api:orders"), ("resume", "api:orders")]
 
