@@ -532,8 +532,9 @@ def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     (a task in Redis, or a retry waiting for its delay) become ``cancelled`` with their history
     (``ledger.stop_unsent(fed_only=True)``) — a worker that pops such a task waits for this
     transaction and then finds its claim (conditional on ``queued``) refused, so nothing more is
-    handed over from here on. Then the campaign's row lock: a fan-out batch or a feed under way
-    commits first (the feeder locks the campaigns it feeds), and the rows that feed handed over
+    handed over from here on. Then the campaign's row lock ``FOR UPDATE`` (``_exclusive``): a fan-out
+    batch or a feed under way commits first (the feeder's ``FOR KEY SHARE`` on the campaigns it feeds
+    conflicts only with that lock), and the rows that feed handed over
     are stopped the same way; after it nothing makes, feeds or releases rows of the campaign.
     Last, ``cancelled_at`` and the audit row with the counts at that instant — the rows not
     handed over counted ``cancelled`` — from which ``ledger.ledger`` derives the exact split
@@ -547,7 +548,7 @@ def cancel(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
         _refuse_cancel(current, user)
         now = timezone.now()
         stopped = ledger.stop_unsent(current, now, fed_only=True)
-        current = _locked(campaign)
+        current = _exclusive(campaign)
         _refuse_cancel(current, user)
         stopped += ledger.stop_unsent(current, now, fed_only=True)
         at_cancel = ledger.as_cancelled(ledger.counts(current))

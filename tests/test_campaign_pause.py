@@ -104,7 +104,8 @@ def test_the_claim_of_a_campaign_row_checks_the_row_itself_so_postgresql_re_chec
     assert '"notifications_notification"."id" IN (SELECT' not in claim
     assert claim.endswith(
         """WHERE ("notifications_notification"."campaign_id" IN (SELECT U0."id" AS "pk" FROM "campaigns_campaign" U0"""
-        f""" WHERE NOT (U0."state" = 'paused')) AND "notifications_notification"."id" = '{row.pk.hex}'::uuid"""
+        """ WHERE NOT (U0."state" IN ('paused', 'cancelled')))"""
+        f""" AND "notifications_notification"."id" = '{row.pk.hex}'::uuid"""
         """ AND "notifications_notification"."queued_at" IS NOT NULL AND "notifications_notification"."state" ="""
         """ 'queued')"""
     )
@@ -213,6 +214,42 @@ def test_only_its_author_or_an_approver_may_pause(running, outsider, editor):
             f"{user.username} may not pause campaign {running.pk} 'Weekend sale': its author or an approver may."
         )
     assert Campaign.objects.get(pk=running.pk).state == Campaign.State.RUNNING
+
+
+def test_no_worker_claims_a_row_of_a_cancelled_campaign_even_one_handed_over_again(running, marketer):
+    actions.cancel(running, marketer)
+    row = rows(running).order_by("pk").first()
+    # What a sweeper's release of a dead worker's row, or a feed racing the cancel, leaves behind.
+    Notification.objects.filter(pk=row.pk).update(state=State.QUEUED, queued_at=timezone.now())
+
+    assert not notification_actions.claim(Notification.objects.get(pk=row.pk))
+    assert batch._claim([batch.Item(Notification.objects.get(pk=row.pk), None)], "standard") == {}
+    assert Notification.objects.get(pk=row.pk).state == State.QUEUED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_waits_for_a_feed_under_way_and_stops_what_it_marked(running, marketer, monkeypatch):
+    # Only the cancel's own transaction stops rows here, as for a campaign far bigger than its first chunk.
+    monkeypatch.setattr(actions, "CANCEL_CHUNK", 1)
+    marked = threading.Event()
+
+    def feed_held_open() -> None:
+        """``fanout.feed``'s transaction, held open after it marked the rows (its lock on the campaign held)."""
+        with transaction.atomic():
+            fanout._lock_running(Campaign.objects.filter(pk=running.pk, state=Campaign.State.RUNNING))
+            rows(running, state=State.QUEUED).update(queued_at=timezone.now())
+            marked.set()
+            time.sleep(0.5)  # the cancel starts meanwhile
+        connection.close()
+
+    feeder = threading.Thread(target=feed_held_open)
+    feeder.start()
+    marked.wait(timeout=10)
+    actions.cancel(running, marketer)
+    feeder.join()
+
+    assert rows(running, state=State.QUEUED, queued_at__isnull=False).count() == 0
+    assert rows(running, state=State.CANCELLED).count() == 20
 
 
 def test_a_paused_campaign_can_be_cancelled(running, marketer):

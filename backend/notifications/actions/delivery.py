@@ -29,7 +29,8 @@ def claim(notification: Notification) -> bool:
     """Move a queued notification to ``sending`` for this worker; False when another got it first.
 
     The claim is a lease of the tier's length (``delivery/lease.py``): the worker's heartbeat renews it.
-    A campaign's row is claimed only when fed and its campaign is not paused (``claimable_campaign_row``).
+    A campaign's row is claimed only when fed and its campaign is neither paused nor cancelled
+    (``claimable_campaign_row``).
     """
     now = timezone.now()
     return transition(
@@ -40,19 +41,22 @@ def claim(notification: Notification) -> bool:
 
 
 def claimable_campaign_row() -> dict[str, Any]:
-    """The claim's conditions on a campaign's row (ORM filters): fed, and its campaign not paused.
+    """The claim's conditions on a campaign's row (ORM filters): fed, and its campaign neither paused nor cancelled.
 
     ``campaigns.fanout.feed`` sets ``queued_at`` when it hands a row over; ``campaigns.actions.pause``
     sets it back to NULL, so a task already in the queue finds its row unclaimable. A retry or a
     sweeper's release that lands during a pause sets ``queued_at`` again: the campaign's state stops
-    those. The paused campaigns are a subquery, not a join: Django turns an UPDATE with a join into
-    ``id IN (SELECT …)``, which PostgreSQL would not re-check against a claim that committed first.
+    those. A cancelled campaign's row is never claimed either: a sweeper's release of a row whose worker
+    died, or a row a feed marked while the cancel ran, would otherwise be handed over after the cancel
+    (``fanout.stop_cancelled`` writes them ``cancelled``). The held campaigns are a subquery, not a
+    join: Django turns an UPDATE with a join into ``id IN (SELECT …)``, which PostgreSQL would not
+    re-check against a claim that committed first.
     SQL twin for the batch claim: ``claimable_sql``.
     """
     campaigns = Notification._meta.get_field("campaign").related_model
     return {
         "queued_at__isnull": False,
-        "campaign_id__in": campaigns.objects.exclude(state=campaigns.State.PAUSED).values("pk"),
+        "campaign_id__in": campaigns.objects.exclude(state__in=_held(campaigns)).values("pk"),
     }
 
 
@@ -60,11 +64,17 @@ def claimable_sql() -> str:
     """``claimable_campaign_row`` as a condition on the notification table for a raw claim (``delivery/batch.py``)."""
     campaigns = Notification._meta.get_field("campaign").related_model
     table = connection.ops.quote_name(Notification._meta.db_table)
+    held = ", ".join(f"'{state}'" for state in _held(campaigns))
     return (
         f"({table}.campaign_id IS NULL OR ({table}.queued_at IS NOT NULL AND {table}.campaign_id NOT IN"
         f" (SELECT c.id FROM {connection.ops.quote_name(campaigns._meta.db_table)} c"
-        f" WHERE c.state = '{campaigns.State.PAUSED}')))"
+        f" WHERE c.state IN ({held}))))"
     )
+
+
+def _held(campaigns: type) -> tuple[str, str]:
+    """The campaign states whose rows no worker claims: paused (until resumed) and cancelled (for good)."""
+    return (campaigns.State.PAUSED, campaigns.State.CANCELLED)
 
 
 def release(notification_id, from_state: str, reason: str, where: dict[str, Any] | None = None) -> bool:
