@@ -21,7 +21,7 @@ from django.utils import timezone
 from backend.notifications import idempotency
 from backend.notifications.models import ApiClient, Category, Recipient, State, TemplateVersion
 from backend.notifications.rendering import RenderError
-from campaigns import ledger
+from campaigns import ledger, pacing
 from campaigns.audience import Audience, AudienceUnavailable, audience
 from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, Origin, ScheduleMode, Segment, SegmentMember
@@ -32,7 +32,8 @@ Actor = AbstractBaseUser | ApiClient
 # What an author may set; anything else (state, hash, author) only the actions below change.
 EDITABLE_FIELDS = (
     "name", "kind", "channel", "template_versions", "params", "segment", "schedule_mode", "send_at",
-    "local_time", "end_at", "correction_version", "correction_none_reason",
+    "local_time", "end_at", "correction_version", "correction_none_reason", "spread_seconds", "spread_until",
+    "rate_per_second", "sending_hours_start", "sending_hours_end",
 )  # fmt: skip
 EDITABLE_STATES = {Campaign.State.DRAFT, Campaign.State.SUBMITTED, Campaign.State.APPROVED, Campaign.State.REJECTED}
 FINAL_STATES = {Campaign.State.CANCELLED, Campaign.State.DONE}
@@ -212,6 +213,7 @@ def _draft_problem(campaign: Campaign, now: datetime) -> tuple[str, str] | None:
     return (
         _kind_problem(campaign)
         or _schedule_problem(campaign, now)
+        or pacing.pacing_problem(campaign, now)
         or _templates_problem(campaign)
         or _correction_problem(campaign, complete=False)
     )

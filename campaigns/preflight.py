@@ -45,6 +45,7 @@ from backend.notifications.sms_encoding import UCS2, analyze
 from campaigns import actions, fanout
 from campaigns.audience import bounded
 from campaigns.models import Campaign, ScheduleMode
+from campaigns.pacing import standard_budget
 from campaigns.waves import iso_z, waves
 from frontend.editor.preview import GSM7_FILLER, UCS2_FILLER, worst_params
 
@@ -206,17 +207,6 @@ def _waves(campaign: Campaign, now: datetime, sending: list[Group], will_send: i
         return [wave.as_dict() for wave in waves(campaign.local_time, now, dict(zones))]
     at = campaign.send_at if campaign.schedule_mode == ScheduleMode.AT and campaign.send_at else now
     return [{"at": iso_z(at), "utc_offset": "UTC+00:00", "zones": sorted(zones), "size": will_send}]
-
-
-def standard_budget(channel: str) -> float | None:
-    """Messages/second the standard tier may send on ``channel``'s primary provider; None when it has no rate."""
-    config = providers_config()
-    names = config.routes.get(channel) or []
-    provider = config.providers.get(names[0]) if names else None
-    if provider is None or not provider.rate:
-        return None
-    budget = provider.rate * (1 - provider.high_share)
-    return int(budget) if budget == int(budget) else round(budget, 3)
 
 
 def _sms_provider() -> str | None:
