@@ -20,8 +20,11 @@ fan-out never delays its sweeps of the high tier. Each tick:
    recipient's notifications in PostgreSQL, see ``_over_rate_limit_table``). When each row may go is
    worked out in Python once per distinct (time zone, quiet hours) of the batch and joined as a
    derived table (``timing_table``): its wave instant (local time) or now, moved to the end of
-   the recipient's quiet hours when it falls inside them (``send_timing``). A row due later is
-   ``scheduled`` (reason ``campaign-wave`` or ``quiet-hours``, ``send_at`` its instant); one due at
+   the recipient's quiet hours when it falls inside them, and to the next opening of the
+   campaign's sending hours when it falls outside them, the later of the two (``send_timing``);
+   a spread campaign's row then gets its place in the spread (``pacing``). A row due later is
+   ``scheduled`` (reason ``campaign-wave``, ``quiet-hours``, ``sending-hours`` or
+   ``campaign-spread``, ``send_at`` its instant); one due at
    or after the campaign's ``end_at`` is ``expired`` at once (``campaign-ended``); the rest
    ``queued``. Their history rows are written by the same statement (PostgreSQL) or the next one
    in the same transaction (SQLite).
@@ -83,7 +86,7 @@ from backend.notifications.models import (
 from backend.notifications.policy import WINDOW_SECONDS
 from backend.notifications.queues import HUEYS
 from backend.notifications.tasks import enqueue_deliveries
-from campaigns import actions, ledger, row_moves
+from campaigns import actions, ledger, pacing, row_moves
 from campaigns.audience import AudienceTimedOut, AudienceUnavailable, audience, ids_between, recipients
 from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
@@ -612,13 +615,16 @@ def send_timing(
     local_time: wall_time | None = None,
     start: datetime | None = None,
     end_at: datetime | None = None,
+    sending_hours: tuple[wall_time, wall_time] | None = None,
 ) -> Timing:
     """When a recipient in ``zone`` with quiet hours [quiet_start, quiet_end) gets a campaign's notification.
 
     Due at its wave (``waves.wave_instant(local_time, start, zone)``) for a local-time campaign,
     else ``now``; a wave already past is due ``now``. If that instant falls inside the quiet hours
     it moves to their end (``quiet_hours.quiet_hours_end``, exact across midnight and DST), as
-    ``policy.decide`` does for standard traffic. ``ended`` when the instant is at or after
+    ``policy.decide`` does for standard traffic; if it falls outside the campaign's daily
+    ``sending_hours`` (start, end) it moves to their next opening (``pacing.hours_open``); when
+    both hold it, the later of the two wins (``_held``). ``ended`` when the instant is at or after
     ``end_at``. Aware datetimes in, UTC out; an unknown zone counts as UTC (as in ``waves``).
     """
     zone = _known_zone(zone)
@@ -627,10 +633,26 @@ def send_timing(
         wave = wave_instant(local_time, start or now, zone)
         if wave > now:
             due, delay = wave, WAVE
-    quiet = quiet_hours.quiet_hours_end(due, zone, quiet_start, quiet_end)
-    if quiet is not None:
-        due, delay = quiet, QUIET_HOURS
+    due, delay = _held(due, delay, zone, (quiet_start, quiet_end), sending_hours or (None, None))
     return Timing(due.astimezone(UTC) if delay else None, delay, end_at is not None and due >= end_at)
+
+
+# Moves of ``_held`` at most: quiet hours and sending hours are daily, so the later of the two settles it in two.
+_HOLD_ROUNDS = 4
+
+
+def _held(due: datetime, delay: str, zone: str, quiet: tuple, hours: tuple) -> tuple[datetime, str]:
+    """``due`` moved past the quiet hours and into the sending hours, the later of the two each round, and why."""
+    for _ in range(_HOLD_ROUNDS):
+        quiet_end = quiet_hours.quiet_hours_end(due, zone, *quiet)
+        opening = pacing.hours_open(due, zone, *hours)
+        if quiet_end is None and opening is None:
+            break
+        if opening is not None and (quiet_end is None or opening > quiet_end):
+            due, delay = opening, pacing.SENDING_HOURS
+        else:
+            due, delay = quiet_end, QUIET_HOURS
+    return due, delay
 
 
 def _known_zone(name: str) -> str:
@@ -649,6 +671,8 @@ def timing_table(plan: Plan, after: int, upper: int, now: datetime) -> tuple[str
     """
     campaign = plan.campaign
     local_time = campaign.local_time if campaign.schedule_mode == ScheduleMode.LOCAL_TIME else None
+    hours = (campaign.sending_hours_start, campaign.sending_hours_end)
+    hours = None if None in hours else hours
     postgres = connection.vendor == "postgresql"
     instant, wall = ("CAST(%s AS TIMESTAMP WITH TIME ZONE)", "CAST(%s AS TIME)") if postgres else ("%s", "%s")
     row = (
@@ -659,7 +683,7 @@ def timing_table(plan: Plan, after: int, upper: int, now: datetime) -> tuple[str
     for zone, quiet_start, quiet_end in _distinct_zones_and_quiet_hours(plan, after, upper):
         timing = send_timing(
             now=now, zone=zone, quiet_start=_wall(quiet_start), quiet_end=_wall(quiet_end), local_time=local_time,
-            start=plan.start, end_at=campaign.end_at,
+            start=plan.start, end_at=campaign.end_at, sending_hours=hours,
         )  # fmt: skip
         rows.append(row)
         send_at = connection.ops.adapt_datetimefield_value(timing.send_at) if timing.send_at else None

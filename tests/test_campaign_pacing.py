@@ -6,10 +6,12 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 import time_machine
 
-from campaigns import actions, pacing
+from backend.notifications.models import Notification, Recipient, State
+from campaigns import actions, fanout, pacing
 from campaigns.content_hash import campaign_hash, digest
+from campaigns.fanout import Timing, send_timing
 from campaigns.models import Campaign, ScheduleMode
-from tests.campaigns_setup import draft, submitted
+from tests.campaigns_setup import draft, list_segment, submitted
 from tests.providers_setup import write_providers_file
 from tests.test_campaign_api import BODY
 from tests.test_campaign_content_hash import BASE, _content
@@ -220,3 +222,104 @@ def test_the_composer_names_pacing_it_cannot_read(demo_data):
 
 def pacing_fields() -> set[str]:
     return {"spread_seconds", "spread_until", "rate_per_second", "sending_hours_start", "sending_hours_end"}
+
+
+# --- sending hours -------------------------------------------------------------------------------
+# Worked out by hand from the IANA rules: Asia/Tehran is +03:30 all year (no DST since 2022); New York
+# springs forward on Sunday 8 March 2026 at 02:00 EST (−05:00 → −04:00) and falls back on Sunday
+# 1 November 2026 at 02:00 EDT (−04:00 → −05:00). The campaign starts at 19:55 UTC the evening before:
+# 23:25 in Tehran (outside 09:00–20:00), 14:55 EST / 15:55 EDT in New York (inside).
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+SPRING_EVE, FALL_EVE = utc(2026, 3, 7, 19, 55), utc(2026, 10, 31, 19, 55)
+NINE_TO_EIGHT = (time(9), time(20))
+TEHRAN, NEW_YORK = "Asia/Tehran", "America/New_York"
+OPEN = (None, None)
+
+HOURS_TABLE = [
+    ("Tehran 23:25: its 09:00 the next morning", SPRING_EVE, TEHRAN, OPEN, None,
+     Timing(utc(2026, 3, 8, 5, 30), "sending-hours", False)),
+    ("New York 14:55 EST: inside, at once", SPRING_EVE, NEW_YORK, OPEN, None, Timing(None, "", False)),
+    ("a 21:00 EST wave: 09:00 EDT the next morning, after the clocks sprang forward", SPRING_EVE, NEW_YORK, OPEN,
+     time(21), Timing(utc(2026, 3, 8, 13), "sending-hours", False)),
+    ("quiet 14:00–23:00 end at 23:00 EST, outside the hours: 09:00 EDT wins", SPRING_EVE, NEW_YORK,
+     (time(14), time(23)), None, Timing(utc(2026, 3, 8, 13), "sending-hours", False)),
+    ("Tehran on the fall-back eve: 09:00 +03:30", FALL_EVE, TEHRAN, OPEN, None,
+     Timing(utc(2026, 11, 1, 5, 30), "sending-hours", False)),
+    ("New York 15:55 EDT on the fall-back eve: at once", FALL_EVE, NEW_YORK, OPEN, None, Timing(None, "", False)),
+    ("a 21:00 EDT wave: 09:00 EST the next morning, after the clocks fell back", FALL_EVE, NEW_YORK, OPEN, time(21),
+     Timing(utc(2026, 11, 1, 14), "sending-hours", False)),
+    ("quiet 22:00–10:00 in Tehran end after the 09:00 opening: 10:00 wins", SPRING_EVE, TEHRAN,
+     (time(22), time(10)), None, Timing(utc(2026, 3, 8, 6, 30), "quiet-hours", False)),
+    ("quiet 19:00–21:00 in New York's 15:55 EDT: inside both, at once", FALL_EVE, NEW_YORK, (time(19), time(21)),
+     None, Timing(None, "", False)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "now", "zone", "quiet", "wall", "expected"), HOURS_TABLE, ids=[row[0] for row in HOURS_TABLE]
+)
+def test_outside_its_sending_hours_a_recipient_waits_for_the_instant_worked_out_by_hand(
+    case, now, zone, quiet, wall, expected
+):
+    timing = send_timing(
+        now=now, zone=zone, quiet_start=quiet[0], quiet_end=quiet[1], local_time=wall, start=now,
+        sending_hours=NINE_TO_EIGHT,
+    )  # fmt: skip
+    assert timing == expected, case
+
+
+def test_sending_hours_opening_at_a_wall_time_that_does_not_exist_open_at_the_jump():
+    # 02:30 does not exist in New York on 8 March 2026: the window opens when the clocks jump, 03:00 EDT (07:00Z).
+    timing = send_timing(
+        now=utc(2026, 3, 8, 5), zone=NEW_YORK, quiet_start=None, quiet_end=None, sending_hours=(time(2, 30), time(20))
+    )
+    assert timing == Timing(utc(2026, 3, 8, 7), "sending-hours", False)
+
+
+def test_sending_hours_across_midnight_and_past_the_end_time():
+    # 22:00–06:00 in Tehran; at 12:00 UTC (15:30 there) it waits for 22:00 (18:30Z), after the end time.
+    timing = send_timing(
+        now=utc(2026, 3, 10, 12), zone=TEHRAN, quiet_start=None, quiet_end=None, end_at=utc(2026, 3, 10, 18),
+        sending_hours=(time(22), time(6)),
+    )  # fmt: skip
+    assert timing == Timing(utc(2026, 3, 10, 18, 30), "sending-hours", True)
+
+
+HOURS_USERS = {"h-tehran": TEHRAN, "h-ny": NEW_YORK}
+
+
+@pytest.fixture
+def hours_people(demo_data) -> list[str]:
+    Recipient.objects.bulk_create(
+        Recipient(user_id=user_id, email=f"{user_id}@example.com", language="en", time_zone=zone)
+        for user_id, zone in HOURS_USERS.items()
+    )
+    return list(HOURS_USERS)
+
+
+@pytest.mark.django_db
+def test_a_campaign_started_at_1955_utc_keeps_tehran_waiting_for_its_morning(hours_people, marketer, approver):
+    with time_machine.travel(SPRING_EVE, tick=False):
+        campaign = submitted(
+            marketer, segment=list_segment(hours_people, name="Hours"), sending_hours_start=time(9),
+            sending_hours_end=time(20),
+        )  # fmt: skip
+        actions.approve(campaign, approver, campaign.content_hash)
+        fanout.tick()
+
+    made = {
+        n.recipient.user_id: (n.state, n.reason, n.send_at) for n in Notification.objects.select_related("recipient")
+    }
+    assert made["h-tehran"] == ("scheduled", "sending-hours", utc(2026, 3, 8, 5, 30))
+    assert made["h-ny"][:2] == ("queued", "")
+
+    with time_machine.travel(utc(2026, 3, 8, 5, 29), tick=False):
+        assert fanout.release_due() == 0
+    with time_machine.travel(utc(2026, 3, 8, 5, 30), tick=False):
+        assert fanout.release_due() == 1
+    assert Notification.objects.get(recipient__user_id="h-tehran").state == State.QUEUED
