@@ -428,7 +428,8 @@ def verdicts(plan: Plan, after: int, upper: int, now: datetime | None = None) ->
     the stops of ``policy.route``, ``no-template``, ``rate-limited``, or ``campaign-ended`` when the
     row would be due at or after the campaign's ``end_at``); for a row with reason '' or
     ``campaign-ended``, ``send_at`` (when it may go, NULL for at once ``now``) and ``delay`` (why
-    it waits: ``campaign-wave``, ``quiet-hours`` or ''). The fan-out inserts these rows; the
+    it waits: ``campaign-wave``, ``quiet-hours``, ``sending-hours``, ``campaign-spread`` or ''). The
+    fan-out inserts these rows; the
     pre-flight (``preflight.py``) groups them without inserting, so its counts are the fan-out's
     by construction. Runs one query (the batch's distinct time zones and quiet hours).
     """
@@ -439,12 +440,13 @@ def verdicts(plan: Plan, after: int, upper: int, now: datetime | None = None) ->
     rate = _over_rate_limit_table(plan, after, upper, now)
     rate_sql, rate_params = rate or ("SELECT CAST(NULL AS BIGINT) AS recipient_id WHERE 1 = 0", [])
     reason_sql, reason_params = _reason(plan, now, rate_limited=rate is not None)
+    when_sql, when_params = _spread_timing(plan, now)
     fallback_id, fallback_preview = plan.fallback or (None, "")
     ids_sql, ids_params = plan.audience_between(after, upper)
     sql = f"""
     SELECT r.id AS recipient_id, r.user_id, r.language, r.time_zone, r.phone,
            COALESCE(own.version_id, CAST(%s AS INTEGER)) AS version_id, COALESCE(own.preview, %s) AS preview,
-           {reason_sql} AS reason, t.send_at AS send_at, COALESCE(t.delay, '') AS delay
+           {reason_sql} AS reason, {when_sql}
     FROM {Recipient._meta.db_table} r
     LEFT JOIN {Preference._meta.db_table} p ON p.recipient_id = r.id AND p.kind_id = %s AND p.channel = %s
     LEFT JOIN ({templates_sql}) own ON own.language = r.language
@@ -453,10 +455,32 @@ def verdicts(plan: Plan, after: int, upper: int, now: datetime | None = None) ->
          AND t.quiet_end = {_quiet_key("end")}
     WHERE r.id > %s AND r.id <= %s AND r.id IN ({ids_sql})"""
     params = [
-        fallback_id, fallback_preview, *reason_params, campaign.kind_id, campaign.channel, *templates_params,
+        fallback_id, fallback_preview, *reason_params, *when_params, campaign.kind_id, campaign.channel,
+        *templates_params,
         *rate_params, *timing_params, after, upper, *ids_params,
     ]  # fmt: skip
     return sql, params
+
+
+def _spread_timing(plan: Plan, now: datetime) -> tuple[str, list[Any]]:
+    """The ``send_at`` and ``delay`` columns of the verdicts: the timing table's, or a spread campaign's place.
+
+    A row due at once or at its wave goes at that instant + its spread offset
+    (``pacing.spread_sql``), reason ``campaign-spread``; one held by quiet hours keeps their end.
+    """
+    plain = "t.send_at AS send_at, COALESCE(t.delay, '') AS delay"
+    start = plan.start or now
+    window = pacing.spread_window(plan.campaign, start)
+    if window is None:
+        return plain, []
+    instant = "CAST(%s AS TIMESTAMP WITH TIME ZONE)" if connection.vendor == "postgresql" else "%s"
+    spread = pacing.spread_sql(f"COALESCE(t.send_at, {instant})", "r.id")
+    spreads = f"COALESCE(t.delay, '') IN ('', '{WAVE}')"
+    sql = (
+        f"CASE WHEN {spreads} THEN {spread} ELSE t.send_at END AS send_at,"
+        f" CASE WHEN {spreads} THEN '{pacing.SPREAD}' ELSE t.delay END AS delay"
+    )
+    return sql, [connection.ops.adapt_datetimefield_value(start), window]
 
 
 def _select_new_notifications(plan: Plan, after: int, upper: int) -> tuple[str, list[Any]]:

@@ -173,6 +173,33 @@ def spread_sql(base: str, id_column: str) -> str:
     return f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', {base}, printf('%%+.3f seconds', {offset}))"
 
 
+def expected_pace(campaign: Campaign, waves: list[dict], budget: float | None) -> tuple[float | None, str | None]:
+    """The pre-flight's ``rate_per_second`` and ``expected_end`` (ISO 8601 Z) for ``waves`` (pre-flight wave dicts).
+
+    Each wave goes at its spread's pace (size / window), else at the campaign's rate, both capped
+    at the rate it may be fed (its own, else ``budget``); the rate is the fastest wave's, the end
+    the last wave's. None for either when no rate bounds it (no spread, no rate, no budget).
+    Sending hours and quiet hours are not counted: the page says when rows wait for them.
+    """
+    cap = min((r for r in (campaign.rate_per_second, budget) if r is not None), default=None)
+    rates, ends = [], []
+    for wave in waves:
+        if not wave["size"]:
+            continue
+        at = datetime.fromisoformat(wave["at"].replace("Z", "+00:00"))
+        window = spread_window(campaign, at)
+        rate = wave["size"] / window if window else cap
+        if rate is not None and cap is not None:
+            rate = min(rate, cap)
+        if rate is None:
+            return None, None
+        rates.append(rate)
+        ends.append(at + timedelta(seconds=wave["size"] / rate))
+    if not rates:
+        return None, None
+    return round(max(rates), 3), max(ends).astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 # --- sending hours -------------------------------------------------------------------------------
 
 

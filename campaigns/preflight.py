@@ -14,6 +14,8 @@ the review page, the running page and the PDF report):
   (``sms_encoding.analyze``), × the price per segment of each destination country
   (``pricing``), total and per country, and the worst case with every declared
   param at its ``max_length`` (``frontend.editor.preview.worst_params``);
+* ``rate_per_second`` and ``expected_end``: the expected pace of a spread or rate-limited
+  campaign and when it should be done (``pacing.expected_pace``), else the budget's;
 * ``budget_per_second``: the standard tier's share of the channel's primary provider's
   rate in the providers file (``rate × (1 − high_share)``, as ``delivery.budget`` splits
   it), and ``duration_seconds``: each wave's size over it, summed (None: no budget).
@@ -42,7 +44,7 @@ from backend.notifications import pricing, rendering
 from backend.notifications.models import Channel, Recipient, TemplateVersion
 from backend.notifications.providers.config import providers_config
 from backend.notifications.sms_encoding import UCS2, analyze
-from campaigns import actions, fanout
+from campaigns import actions, fanout, pacing
 from campaigns.audience import bounded
 from campaigns.models import Campaign, ScheduleMode
 from campaigns.pacing import standard_budget
@@ -97,6 +99,7 @@ def preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
     will_send = sum(g.count for g in sending)
     wave_list = _waves(campaign, now, sending, will_send)
     budget = standard_budget(campaign.channel)
+    rate, expected_end = pacing.expected_pace(campaign, wave_list, budget)
     return {
         "computed_at": iso_z(now),
         "audience": sum(g.count for g in groups),
@@ -107,6 +110,8 @@ def preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "sms": _sms(campaign, sending, versions) if campaign.channel == Channel.SMS else None,
         "budget_per_second": budget,
         "duration_seconds": round(sum(w["size"] / budget for w in wave_list), 2) if budget else None,
+        "rate_per_second": rate,
+        "expected_end": expected_end,
     }
 
 

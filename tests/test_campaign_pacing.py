@@ -10,7 +10,7 @@ from backend.notifications.models import Notification, Recipient, State
 from campaigns import actions, fanout, pacing
 from campaigns.content_hash import campaign_hash, digest
 from campaigns.fanout import Timing, send_timing
-from campaigns.models import Campaign, ScheduleMode
+from campaigns.models import Campaign, ScheduleMode, Segment, SegmentMember
 from tests.campaigns_setup import draft, list_segment, submitted
 from tests.providers_setup import write_providers_file
 from tests.test_campaign_api import BODY
@@ -323,3 +323,80 @@ def test_a_campaign_started_at_1955_utc_keeps_tehran_waiting_for_its_morning(hou
     with time_machine.travel(utc(2026, 3, 8, 5, 30), tick=False):
         assert fanout.release_due() == 1
     assert Notification.objects.get(recipient__user_id="h-tehran").state == State.QUEUED
+
+
+# --- spread --------------------------------------------------------------------------------------
+
+SPREAD_START = utc(2026, 12, 1, 10)
+
+
+@pytest.fixture
+def three_thousand(demo_data):
+    """3,000 English recipients in UTC with an email address, in a list segment."""
+    Recipient.objects.bulk_create(
+        Recipient(user_id=f"s-{n:04d}", email=f"s-{n:04d}@example.com", language="en", time_zone="UTC")
+        for n in range(3000)
+    )
+    segment = Segment.objects.create(name="Three thousand", kind=Segment.Kind.LIST)
+    SegmentMember.objects.bulk_create(
+        SegmentMember(segment=segment, recipient_id=pk)
+        for pk in Recipient.objects.filter(user_id__startswith="s-").values_list("pk", flat=True)
+    )
+    return segment
+
+
+@pytest.mark.django_db
+def test_a_campaign_over_10_minutes_to_3000_recipients_sends_about_300_a_minute(three_thousand, marketer, approver):
+    # Ten minutes of the scheduler in ten steps of time_machine: the fan-out at the start, then each minute
+    # release_due hands over the rows whose place in the spread came, as run_forever's tick would.
+    with time_machine.travel(SPREAD_START, tick=False):
+        campaign = submitted(marketer, segment=three_thousand, spread_seconds=600)
+        assert (campaign.preflight["rate_per_second"], campaign.preflight["expected_end"]) == (
+            5.0,
+            "2026-12-01T10:10:00Z",
+        )
+        actions.approve(campaign, approver, campaign.content_hash)
+        fanout.tick()
+
+    rows = Notification.objects.filter(campaign=campaign)
+    assert rows.count() == rows.filter(state=State.SCHEDULED, reason="campaign-spread").count() == 3000
+    per_minute = []
+    for minute in range(1, 11):
+        with time_machine.travel(SPREAD_START + timedelta(minutes=minute), tick=False):
+            per_minute.append(fanout.release_due())
+    assert sum(per_minute) == 3000
+    assert all(285 <= n <= 315 for n in per_minute), per_minute  # ~300 a minute, ±5 %
+    last = rows.order_by("-send_at").values_list("send_at", flat=True).first()
+    assert SPREAD_START <= last < SPREAD_START + timedelta(minutes=10)
+
+
+@pytest.mark.django_db
+def test_a_spread_until_an_instant_counts_from_the_start(three_thousand, marketer, approver):
+    with time_machine.travel(SPREAD_START, tick=False):
+        campaign = submitted(marketer, segment=three_thousand, spread_until=SPREAD_START + timedelta(minutes=30))
+        assert campaign.preflight["rate_per_second"] == round(3000 / 1800, 3)
+        actions.approve(campaign, approver, campaign.content_hash)
+        fanout.tick()
+
+    instants = Notification.objects.filter(campaign=campaign).values_list("send_at", flat=True)
+    assert min(instants) >= SPREAD_START and max(instants) < SPREAD_START + timedelta(minutes=30)
+    halves = sum(1 for at in instants if at < SPREAD_START + timedelta(minutes=15))
+    assert 1450 <= halves <= 1550
+
+
+def test_the_spread_offset_is_the_golden_ratio_sequence():
+    assert [round(pacing.spread_offset(n, 100), 3) for n in (1, 2, 3)] == [61.803, 23.607, 85.41]
+
+
+@pytest.mark.django_db
+def test_a_resume_shifts_the_remaining_spread_rows_by_the_pause(three_thousand, marketer, approver):
+    with time_machine.travel(SPREAD_START, tick=False):
+        campaign = submitted(marketer, segment=three_thousand, spread_seconds=600)
+        actions.approve(campaign, approver, campaign.content_hash)
+        fanout.tick()
+    before = dict(Notification.objects.filter(campaign=campaign).values_list("pk", "send_at"))
+
+    assert pacing.on_resume(campaign, 120) == 3000
+
+    after = dict(Notification.objects.filter(campaign=campaign).values_list("pk", "send_at"))
+    assert {pk: at - before[pk] for pk, at in after.items()} == {pk: timedelta(minutes=2) for pk in before}

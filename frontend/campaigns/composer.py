@@ -463,6 +463,8 @@ def display(figures: dict[str, Any]) -> dict[str, Any]:
     shown["wave_rows"] = [
         {**wave, "utc": datetime.fromisoformat(wave["at"]).strftime("%Y-%m-%d %H:%M UTC")} for wave in figures["waves"]
     ]
+    end = figures.get("expected_end")  # absent from a pre-flight frozen before pacing
+    shown["expected_end_label"] = datetime.fromisoformat(end).strftime("%Y-%m-%d %H:%M UTC") if end else ""
     seconds = figures.get("duration_seconds")
     shown["duration_label"] = _duration(seconds) if seconds is not None else ""
     return shown
