@@ -37,8 +37,10 @@ fan-out never delays its sweeps of the high tier. Each tick:
    million tasks at once.
 3. **feed** — queued campaign rows are handed to the standard tier only while its queue holds
    fewer than ``NOTIFY_CAMPAIGN_FEED`` tasks, at a lower Huey priority than transactional
-   traffic of that tier (``feed``). A row's ``queued_at`` stays NULL until then: the sweeper
-   leaves such rows alone, and re-enqueues fed ones whose task was lost.
+   traffic of that tier (``feed``); that room is shared fairly between running campaigns, and
+   a campaign with a rate gets at most rate × the time since its clock started (``pacing``).
+   A row's ``queued_at`` stays NULL until then: the sweeper leaves such rows alone, and
+   re-enqueues fed ones whose task was lost.
 4. **done** — a running campaign whose fan-out finished and which has nothing queued,
    scheduled or sending becomes ``done`` (``actions.finish``, audited with the counts): one
    with a wave tomorrow stays running until that wave is sent.
@@ -743,25 +745,50 @@ def _wall(value: wall_time | str | None) -> wall_time | None:
 def feed(limit: int | None = None) -> int:
     """Hand queued rows of running campaigns to the standard tier, up to ``limit`` tasks waiting there; how many.
 
-    ``limit`` defaults to ``NOTIFY_CAMPAIGN_FEED``. Each row's ``queued_at`` is set first, then
-    its task enqueued: a task lost on the way (Redis down) is the sweeper's, as for any queued
-    row. Raises ``RedisUnavailable`` when the queue cannot be read.
+    ``limit`` defaults to ``NOTIFY_CAMPAIGN_FEED``. The room left in the queue is shared fairly
+    between the running campaigns with rows waiting (``pacing.fair_split``), each campaign with a
+    rate getting no more than its rate allows since its clock (``_paced``). Each row's
+    ``queued_at`` is set first, then its task enqueued: a task lost on the way (Redis down) is
+    the sweeper's, as for any queued row. Raises ``RedisUnavailable`` when the queue cannot be read.
     """
     room = (limit or settings.NOTIFY["CAMPAIGN_FEED"]) - HUEYS[Priority.STANDARD].pending_count()
     if room <= 0:
         return 0
-    not_ended = Q(end_at__isnull=True) | Q(end_at__gt=timezone.now())
+    now = timezone.now()
+    not_ended = Q(end_at__isnull=True) | Q(end_at__gt=now)
     with transaction.atomic():
         # The campaigns' row locks, held until the rows are marked: a cancel (FOR UPDATE) waits for this
         # feed and then stops what it marked, or this feed waits for the cancel and no longer sees the campaign.
         running = _lock_running(Campaign.objects.filter(not_ended, state=Campaign.State.RUNNING))
-        waiting = Notification.objects.filter(campaign__in=running, state=State.QUEUED, queued_at__isnull=True)
-        ids = list(waiting.order_by().values_list("pk", flat=True)[:room]) if running else []
-        Notification.objects.filter(pk__in=ids, state=State.QUEUED, queued_at__isnull=True).update(
-            queued_at=timezone.now()
-        )
+        waiting, clocks = {}, {}
+        for campaign in Campaign.objects.filter(pk__in=running).order_by("pk"):
+            cap, clocks[campaign.pk] = _paced(campaign, room, now)
+            rows = Notification.objects.filter(campaign=campaign, state=State.QUEUED, queued_at__isnull=True)
+            waiting[campaign.pk] = list(rows.order_by().values_list("pk", flat=True)[:cap]) if cap > 0 else []
+        shares = pacing.fair_split({pk: len(ids) for pk, ids in waiting.items()}, room)
+        ids = [pk for campaign, share in shares.items() for pk in waiting[campaign][:share]]
+        Notification.objects.filter(pk__in=ids, state=State.QUEUED, queued_at__isnull=True).update(queued_at=now)
+        for campaign, clock in clocks.items():
+            if clock is not None:
+                paced_from, paced_count = clock
+                Campaign.objects.filter(pk=campaign).update(
+                    paced_from=paced_from, paced_count=paced_count + shares[campaign]
+                )
     enqueue_deliveries([str(pk) for pk in ids], Priority.STANDARD, priority=CAMPAIGN_PRIORITY)
     return len(ids)
+
+
+def _paced(campaign: Campaign, room: int, now: datetime) -> tuple[int, tuple[datetime, int] | None]:
+    """Rows ``campaign`` may be fed now (at most ``room``), and its rate clock to store (None: it has no rate).
+
+    The clock is kept on the campaign's row in PostgreSQL (``paced_from``, ``paced_count``), so a
+    restarted scheduler keeps the pace; ``pacing.allowance`` says how much is due.
+    """
+    rate = pacing.effective_rate(campaign)
+    if rate is None:
+        return room, None
+    allowed, paced_from, paced_count = pacing.allowance(rate, campaign.paced_from, campaign.paced_count, now)
+    return min(room, allowed), (paced_from, paced_count)
 
 
 # --- release and end: set-based moves of a campaign's rows, with their history -------------------

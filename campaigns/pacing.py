@@ -232,31 +232,35 @@ def allowance(rate: float, paced_from: datetime | None, paced_count: int, now: d
     """Rows a campaign paced at ``rate``/s may be fed at ``now``, and its clock to store when they are fed.
 
     Returns (rows, paced_from, paced_count before adding them): credit is
-    ``rate × (now − paced_from) − paced_count``; over ``BURST_SECONDS`` of it (a new clock, or
-    an idle spell) the clock restarts ``BURST_SECONDS`` ago.
+    ``rate × (now − paced_from) − paced_count``. Credit over a burst (``BURST_SECONDS`` of the
+    rate, at least one row) — a new clock, or an idle spell — restarts the clock one burst ago.
     """
-    burst = rate * BURST_SECONDS
+    burst = max(1.0, rate * BURST_SECONDS)
     credit = rate * (now - paced_from).total_seconds() - paced_count if paced_from else burst + 1
     if credit > burst:
-        return int(burst), now - timedelta(seconds=BURST_SECONDS), 0
+        return int(burst), now - timedelta(seconds=burst / rate), 0
     return max(0, int(credit)), paced_from, paced_count
 
 
 def fair_split(wants: Mapping[int, int], room: int) -> dict[int, int]:
     """Split ``room`` rows between campaigns wanting ``wants[id]`` each, max-min fair (water-filling).
 
-    The smallest wants are met first while they fit an equal share of what is left; the others
-    get equal shares of the rest (a unit left by rounding goes to the lowest id still wanting).
+    Each round gives every campaign still wanting an equal share of what is left, or what it
+    wants if less; the units an even split cannot give go to the lowest ids.
     """
     given = {campaign: 0 for campaign in wants}
-    by_want = sorted(wants, key=lambda campaign: (wants[campaign], campaign))
-    for place, campaign in enumerate(by_want):
-        given[campaign] = min(wants[campaign], room // (len(by_want) - place))
-        room -= given[campaign]
-    for campaign in sorted(wants):
-        if room > 0 and given[campaign] < wants[campaign]:
-            given[campaign] += 1
-            room -= 1
+    wanting = sorted(campaign for campaign, want in wants.items() if want > 0)
+    while room > 0 and wanting:
+        share = room // len(wanting)
+        if share == 0:
+            for campaign in wanting[:room]:
+                given[campaign] += 1
+            break
+        for campaign in wanting:
+            take = min(share, wants[campaign] - given[campaign])
+            given[campaign] += take
+            room -= take
+        wanting = [campaign for campaign in wanting if given[campaign] < wants[campaign]]
     return given
 
 

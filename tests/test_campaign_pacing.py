@@ -400,3 +400,102 @@ def test_a_resume_shifts_the_remaining_spread_rows_by_the_pause(three_thousand, 
 
     after = dict(Notification.objects.filter(campaign=campaign).values_list("pk", "send_at"))
     assert {pk: at - before[pk] for pk, at in after.items()} == {pk: timedelta(minutes=2) for pk in before}
+
+
+# --- per-campaign rate and fair share ------------------------------------------------------------
+
+
+def people(prefix: str, count: int) -> Segment:
+    """``count`` new English recipients in UTC with an email address, in a list segment of their own."""
+    Recipient.objects.bulk_create(
+        Recipient(user_id=f"{prefix}-{n:05d}", email=f"{prefix}-{n:05d}@example.com", language="en", time_zone="UTC")
+        for n in range(count)
+    )
+    segment = Segment.objects.create(name=prefix, kind=Segment.Kind.LIST)
+    members = Recipient.objects.filter(user_id__startswith=f"{prefix}-").values_list("pk", flat=True)
+    SegmentMember.objects.bulk_create(SegmentMember(segment=segment, recipient_id=pk) for pk in members)
+    return segment
+
+
+def fed(campaign: Campaign) -> int:
+    return Notification.objects.filter(campaign=campaign, queued_at__isnull=False).count()
+
+
+def running(marketer, approver, segment: Segment, **fields) -> Campaign:
+    campaign = submitted(marketer, segment=segment, name=segment.name, **fields)
+    return actions.approve(campaign, approver, campaign.content_hash)
+
+
+@pytest.mark.django_db
+def test_two_campaigns_at_50_and_200_a_second_are_each_fed_at_their_rate(demo_data, marketer, approver):
+    # Twenty ticks of the scheduler, one a second (time_machine); the clock is on each campaign's row.
+    with time_machine.travel(SPREAD_START, tick=False):
+        slow = running(marketer, approver, people("slow", 1_100), rate_per_second=50.0)
+        fast = running(marketer, approver, people("fast", 4_300), rate_per_second=200.0)
+        fanout.tick()  # start, fan-out, and the first second's feed
+    assert (fed(slow), fed(fast)) == (50, 200)
+
+    for second in range(1, 21):
+        with time_machine.travel(SPREAD_START + timedelta(seconds=second), tick=False):
+            fanout.feed()
+
+    assert (fed(slow) - 50, fed(fast) - 200) == (1_000, 4_000)
+
+
+@pytest.mark.django_db
+def test_an_idle_spell_is_not_made_up_by_a_burst(demo_data, marketer, approver):
+    with time_machine.travel(SPREAD_START, tick=False):
+        campaign = running(marketer, approver, people("idle", 300), rate_per_second=10.0)
+        fanout.tick()
+    with time_machine.travel(SPREAD_START + timedelta(minutes=5), tick=False):
+        fanout.feed()
+    assert fed(campaign) == 20  # the first second, then one second's worth: not 5 minutes' worth
+
+
+@pytest.mark.django_db
+def test_the_queues_room_is_shared_fairly_between_running_campaigns(demo_data, marketer, approver):
+    with time_machine.travel(SPREAD_START, tick=False):
+        first = running(marketer, approver, people("first", 30))
+        second = running(marketer, approver, people("second", 30))
+        paced = running(marketer, approver, people("paced", 30), rate_per_second=3.0)
+        fanout.start_due()
+        for campaign in (first, second, paced):
+            fanout.fan_out(campaign.pk)
+        assert fanout.feed(limit=20) == 20
+
+    # The paced one takes the 3 its rate allows; the other two share the rest, neither starves.
+    assert (fed(first), fed(second), fed(paced)) == (9, 8, 3)
+
+
+@pytest.mark.parametrize(
+    ("wants", "room", "given"),
+    [
+        ({1: 100, 2: 100}, 10, {1: 5, 2: 5}),
+        ({1: 100, 2: 3, 3: 100}, 20, {1: 9, 2: 3, 3: 8}),
+        ({1: 2, 2: 3}, 100, {1: 2, 2: 3}),
+        ({1: 10, 2: 10, 3: 10}, 10, {1: 4, 2: 3, 3: 3}),
+        ({1: 0, 2: 50}, 10, {1: 0, 2: 10}),
+        ({}, 10, {}),
+    ],
+)
+def test_fair_split_is_max_min_fair(wants, room, given):
+    assert pacing.fair_split(wants, room) == given
+
+
+@pytest.mark.parametrize(
+    ("rate", "clock", "now", "expected"),
+    [
+        (50.0, None, 0.0, (50, -1.0, 0)),  # a new clock: one second's worth
+        (50.0, (-1.0, 50), 0.5, (25, -1.0, 50)),
+        (50.0, (-1.0, 50), 0.01, (0, -1.0, 50)),
+        (50.0, (-1.0, 50), 300.0, (50, 299.0, 0)),  # idle: no catch-up, the clock restarts a second ago
+        (0.25, None, 0.0, (1, -4.0, 0)),  # under one a second: one row, then one each 4 s
+        (0.25, (-4.0, 1), 3.9, (0, -4.0, 1)),
+        (0.25, (-4.0, 1), 4.0, (1, -4.0, 1)),
+    ],
+)
+def test_the_allowance_is_rate_times_elapsed_less_what_was_fed(rate, clock, now, expected):
+    at = SPREAD_START + timedelta(seconds=now)
+    paced_from = SPREAD_START + timedelta(seconds=clock[0]) if clock else None
+    rows, since, count = pacing.allowance(rate, paced_from, clock[1] if clock else 0, at)
+    assert (rows, (since - SPREAD_START).total_seconds(), count) == expected
