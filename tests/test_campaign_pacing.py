@@ -1,6 +1,10 @@
 """Campaign pacing (campaigns/pacing.py): its fields in the approved hash, what an author must keep, over the API."""
 
 import copy
+import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
@@ -12,6 +16,7 @@ from campaigns.content_hash import campaign_hash, digest
 from campaigns.fanout import Timing, send_timing
 from campaigns.models import Campaign, ScheduleMode, Segment, SegmentMember
 from tests.campaigns_setup import draft, list_segment, submitted
+from tests.processes import ROOT
 from tests.providers_setup import write_providers_file
 from tests.test_campaign_api import BODY
 from tests.test_campaign_content_hash import BASE, _content
@@ -488,6 +493,7 @@ def test_fair_split_is_max_min_fair(wants, room, given):
         (50.0, None, 0.0, (50, -1.0, 0)),  # a new clock: one second's worth
         (50.0, (-1.0, 50), 0.5, (25, -1.0, 50)),
         (50.0, (-1.0, 50), 0.01, (0, -1.0, 50)),
+        (50.0, (-1.0, 50), 1.05, (52, -1.0, 50)),  # a tick a little late loses nothing
         (50.0, (-1.0, 50), 300.0, (50, 299.0, 0)),  # idle: no catch-up, the clock restarts a second ago
         (0.25, None, 0.0, (1, -4.0, 0)),  # under one a second: one row, then one each 4 s
         (0.25, (-4.0, 1), 3.9, (0, -4.0, 1)),
@@ -499,3 +505,50 @@ def test_the_allowance_is_rate_times_elapsed_less_what_was_fed(rate, clock, now,
     paced_from = SPREAD_START + timedelta(seconds=clock[0]) if clock else None
     rows, since, count = pacing.allowance(rate, paced_from, clock[1] if clock else 0, at)
     assert (rows, (since - SPREAD_START).total_seconds(), count) == expected
+
+
+# --- the embedded default (SQLite) ---------------------------------------------------------------
+
+EMBEDDED = """
+import io, json
+from datetime import UTC, datetime, timedelta
+import time_machine
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from backend.notifications.models import Notification, Recipient
+from campaigns import actions, fanout, pacing
+from tests.campaigns_setup import list_segment, submitted
+
+call_command("demo_data", stdout=io.StringIO())
+for n in range(3):
+    Recipient.objects.create(user_id=f"e-{n}", email=f"e-{n}@example.com", language="en", time_zone="UTC")
+start = datetime(2026, 12, 1, 10, tzinfo=UTC)
+out = {}
+with time_machine.travel(start, tick=False):
+    campaign = submitted(User.objects.get(username="marketer"), segment=list_segment(["e-0", "e-1", "e-2"]),
+                         spread_seconds=600, rate_per_second=1.0)
+    actions.approve(campaign, User.objects.get(username="approver"), campaign.content_hash)
+    fanout.tick()
+rows = Notification.objects.filter(campaign=campaign).select_related("recipient")
+out["made"] = sorted([n.state, n.reason, round((n.send_at - start).total_seconds(), 3),
+                      round(pacing.spread_offset(n.recipient_id, 600), 3)] for n in rows)
+with time_machine.travel(start + timedelta(seconds=601), tick=False):
+    fanout.tick()
+out["fed"] = Notification.objects.filter(campaign=campaign, queued_at__isnull=False).count()
+print("RESULT" + json.dumps(out))
+"""
+
+
+def test_the_embedded_default_sqlite_spreads_and_paces(tmp_path):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'notify.sqlite3'}", "REDIS_URL": ""}
+    env["NOTIFY_DATA_DIR"] = str(tmp_path)
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300)
+    done = subprocess.run(
+        [*manage, "shell", "-c", EMBEDDED], cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True
+    )
+
+    result = json.loads(done.stdout.split("RESULT", 1)[1])
+    assert [row[:2] for row in result["made"]] == [["scheduled", "campaign-spread"]] * 3
+    assert all(abs(at - offset) <= 0.001 for _, _, at, offset in result["made"]), result["made"]
+    assert result["fed"] == 1  # released at once, fed at 1 a second
