@@ -11,7 +11,7 @@ import pytest
 import time_machine
 
 from backend.notifications.models import Notification, Recipient, State
-from campaigns import actions, fanout, pacing
+from campaigns import actions, fanout, pacing, report
 from campaigns.content_hash import campaign_hash, digest
 from campaigns.fanout import Timing, send_timing
 from campaigns.models import Campaign, ScheduleMode, Segment, SegmentMember
@@ -19,6 +19,7 @@ from tests.campaigns_setup import draft, list_segment, submitted
 from tests.processes import ROOT
 from tests.providers_setup import write_providers_file
 from tests.test_campaign_api import BODY
+from tests.test_campaign_composer_pages import NEW, form
 from tests.test_campaign_content_hash import BASE, _content
 
 NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -516,7 +517,7 @@ import time_machine
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from backend.notifications.models import Notification, Recipient
-from campaigns import actions, fanout, pacing
+from campaigns import actions, fanout, pacing, report
 from tests.campaigns_setup import list_segment, submitted
 
 call_command("demo_data", stdout=io.StringIO())
@@ -552,3 +553,35 @@ def test_the_embedded_default_sqlite_spreads_and_paces(tmp_path):
     assert [row[:2] for row in result["made"]] == [["scheduled", "campaign-spread"]] * 3
     assert all(abs(at - offset) <= 0.001 for _, _, at, offset in result["made"]), result["made"]
     assert result["fed"] == 1  # released at once, fed at 1 a second
+
+
+# --- the composer, review and report pages -------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_marketer_composes_a_paced_campaign_and_the_approver_reads_its_pace(client, marketer, approver, demo_data):
+    segment = list_segment(name="Paced")
+    paced = form(segment, rate="1800", rate_unit="hour", sending_hours_start="09:00", sending_hours_end="20:00",
+                 save=None, submit="1")  # fmt: skip
+    client.force_login(marketer)
+
+    response = client.post(NEW, paced)
+
+    assert response.status_code == 302
+    campaign = Campaign.objects.get()
+    assert (campaign.state, campaign.rate_per_second, campaign.sending_hours_start) == ("submitted", 0.5, time(9))
+    client.force_login(approver)
+    page = client.get(f"/campaigns/{campaign.pk}/review").content.decode()
+    expected = "at most 1800 messages/h · sending hours 09:00–20:00 in each recipient&#x27;s local time"
+    assert f'<dd id="review-pacing">{expected}</dd>' in page
+    assert report.gather(campaign).pacing == expected.replace("&#x27;", "'")
+
+
+@pytest.mark.django_db
+def test_a_composer_pace_over_the_budget_is_explained_and_nothing_is_saved(client, marketer, demo_data, budget_35):
+    client.force_login(marketer)
+    response = client.post(NEW, form(list_segment(name="Too fast"), kind="promo", channel="push", rate="40"))
+
+    assert response.status_code == 422
+    assert "40 messages a second is above the push provider budget of 35 a second." in response.content.decode()
+    assert not Campaign.objects.exists()
