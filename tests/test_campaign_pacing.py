@@ -11,6 +11,7 @@ import pytest
 import time_machine
 
 from backend.notifications.models import Notification, Recipient, State
+from backend.notifications.queues import HUEYS
 from campaigns import actions, fanout, pacing, report
 from campaigns.content_hash import campaign_hash, digest
 from campaigns.fanout import Timing, send_timing
@@ -369,8 +370,10 @@ def test_a_campaign_over_10_minutes_to_3000_recipients_sends_about_300_a_minute(
     per_minute = []
     for minute in range(1, 11):
         with time_machine.travel(SPREAD_START + timedelta(minutes=minute), tick=False):
-            per_minute.append(fanout.release_due())
-    assert sum(per_minute) == 3000
+            released = fanout.release_due()
+            assert fanout.feed() == released  # handed to the standard queue in the same tick
+            per_minute.append(released)
+    assert sum(per_minute) == 3000 == HUEYS["standard"].pending_count()
     assert all(285 <= n <= 315 for n in per_minute), per_minute  # ~300 a minute, ±5 %
     last = rows.order_by("-send_at").values_list("send_at", flat=True).first()
     assert SPREAD_START <= last < SPREAD_START + timedelta(minutes=10)
