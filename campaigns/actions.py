@@ -21,7 +21,7 @@ from django.utils import timezone
 from backend.notifications import idempotency
 from backend.notifications.models import ApiClient, Category, Notification, Recipient, State, TemplateVersion
 from backend.notifications.rendering import RenderError
-from campaigns import ledger
+from campaigns import ledger, pacing
 from campaigns.audience import Audience, AudienceUnavailable, audience
 from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, Origin, ScheduleMode, Segment, SegmentMember
@@ -32,7 +32,8 @@ Actor = AbstractBaseUser | ApiClient
 # What an author may set; anything else (state, hash, author) only the actions below change.
 EDITABLE_FIELDS = (
     "name", "kind", "channel", "template_versions", "params", "segment", "schedule_mode", "send_at",
-    "local_time", "end_at", "correction_version", "correction_none_reason",
+    "local_time", "end_at", "correction_version", "correction_none_reason", "spread_seconds", "spread_until",
+    "rate_per_second", "sending_hours_start", "sending_hours_end",
 )  # fmt: skip
 EDITABLE_STATES = {Campaign.State.DRAFT, Campaign.State.SUBMITTED, Campaign.State.APPROVED, Campaign.State.REJECTED}
 FINAL_STATES = {Campaign.State.CANCELLED, Campaign.State.DONE}
@@ -212,6 +213,7 @@ def _draft_problem(campaign: Campaign, now: datetime) -> tuple[str, str] | None:
     return (
         _kind_problem(campaign)
         or _schedule_problem(campaign, now)
+        or pacing.pacing_problem(campaign, now)
         or _templates_problem(campaign)
         or _correction_problem(campaign, complete=False)
     )
@@ -644,9 +646,11 @@ def resume(campaign: Campaign, actor: Actor) -> Campaign:
 
     Nothing is re-made: the fan-out continues after its mark, ``release_due`` releases the
     scheduled rows whose time came meanwhile, and the feeder hands over exactly the rows still
-    ``queued`` — those not handed over before the pause. Audited ``resume`` with how long it
-    was paused (``paused_seconds``) and the counts per state. Raises ``PermissionRefused``, or
-    ``CampaignRefused`` when the campaign is not paused.
+    ``queued`` — those not handed over before the pause. A spread campaign's rows not yet
+    released move later by the pause and its rate clock restarts (``pacing.on_resume``), so the
+    pause is not made up in a burst. Audited ``resume`` with how long it was paused
+    (``paused_seconds``), the spread rows moved (``spread_shifted``) and the counts per state.
+    Raises ``PermissionRefused``, or ``CampaignRefused`` when the campaign is not paused.
     """
     _refuse_pause(Campaign.objects.get(pk=campaign.pk), actor, Campaign.State.PAUSED, "resume")
     with transaction.atomic():
@@ -656,9 +660,11 @@ def resume(campaign: Campaign, actor: Actor) -> Campaign:
         paused_seconds = (now - current.paused_at).total_seconds() if current.paused_at else 0.0
         current.state, current.paused_at = Campaign.State.RUNNING, None
         current.save()
+        # After the save, which would write the rate clock back as it was read.
+        shifted = pacing.on_resume(current, paused_seconds)
         _audit(
             current, actor, CampaignAudit.Action.RESUME, paused_seconds=round(paused_seconds, 3),
-            counts=_nonzero(ledger.counts(current)),
+            spread_shifted=shifted, counts=_nonzero(ledger.counts(current)),
         )  # fmt: skip
     return current
 

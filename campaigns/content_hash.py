@@ -10,7 +10,12 @@ text has exactly one encoding)::
      "segment": {"id": 7, "kind": "list", "definition": {...}, "size": 2, "members": "<sha256 of user ids>"},
      "schedule": {"mode": "at", "send_at": "2026-12-01T09:00:00Z", "local_time": null},
      "end_at": "2026-12-02T09:00:00Z" | null,
-     "correction": {"version": [<id>, "<content_hash>"]} | {"none_reason": "..."}}
+     "correction": {"version": [<id>, "<content_hash>"]} | {"none_reason": "..."},
+     "pacing": {"spread_seconds": 36000, "spread_until": "…Z", "rate_per_second": 50.0,
+                "sending_hours": ["09:00:00", "20:00:00"]}}
+
+``pacing`` (``campaigns/pacing.py``) holds only the pacing fields that are set, and is absent when
+none is: the hash of a campaign approved before pacing existed stays what it was.
 
 Template versions are immutable and carry their own content hash (``TemplateVersion.content_hash``),
 so naming both binds the words. The segment's members enter as their count and a digest
@@ -78,7 +83,21 @@ def canonical_content(campaign: Campaign, templates: dict[str, TemplateVersion],
         },
         "end_at": _utc(campaign.end_at),
         "correction": correction,
+        **_pacing(campaign),
     }
+
+
+def _pacing(campaign: Campaign) -> dict[str, Any]:
+    """``{"pacing": {…}}`` with the pacing fields that are set; empty (no key at all) when none is."""
+    hours = (campaign.sending_hours_start, campaign.sending_hours_end)
+    pacing = {
+        "spread_seconds": campaign.spread_seconds,
+        "spread_until": _utc(campaign.spread_until),
+        "rate_per_second": campaign.rate_per_second,
+        "sending_hours": [hour.isoformat() for hour in hours] if None not in hours else None,
+    }
+    pacing = {name: value for name, value in pacing.items() if value is not None}
+    return {"pacing": pacing} if pacing else {}
 
 
 def digest(content: dict[str, Any]) -> str:

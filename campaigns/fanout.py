@@ -20,8 +20,11 @@ fan-out never delays its sweeps of the high tier. Each tick:
    recipient's notifications in PostgreSQL, see ``_over_rate_limit_table``). When each row may go is
    worked out in Python once per distinct (time zone, quiet hours) of the batch and joined as a
    derived table (``timing_table``): its wave instant (local time) or now, moved to the end of
-   the recipient's quiet hours when it falls inside them (``send_timing``). A row due later is
-   ``scheduled`` (reason ``campaign-wave`` or ``quiet-hours``, ``send_at`` its instant); one due at
+   the recipient's quiet hours when it falls inside them, and to the next opening of the
+   campaign's sending hours when it falls outside them, the later of the two (``send_timing``);
+   a spread campaign's row then gets its place in the spread (``pacing``). A row due later is
+   ``scheduled`` (reason ``campaign-wave``, ``quiet-hours``, ``sending-hours`` or
+   ``campaign-spread``, ``send_at`` its instant); one due at
    or after the campaign's ``end_at`` is ``expired`` at once (``campaign-ended``); the rest
    ``queued``. Their history rows are written by the same statement (PostgreSQL) or the next one
    in the same transaction (SQLite).
@@ -34,8 +37,10 @@ fan-out never delays its sweeps of the high tier. Each tick:
    million tasks at once.
 3. **feed** — queued campaign rows are handed to the standard tier only while its queue holds
    fewer than ``NOTIFY_CAMPAIGN_FEED`` tasks, at a lower Huey priority than transactional
-   traffic of that tier (``feed``). A row's ``queued_at`` stays NULL until then: the sweeper
-   leaves such rows alone, and re-enqueues fed ones whose task was lost.
+   traffic of that tier (``feed``); that room is shared fairly between running campaigns, and
+   a campaign with a rate gets at most rate × the time since its clock started (``pacing``).
+   A row's ``queued_at`` stays NULL until then: the sweeper leaves such rows alone, and
+   re-enqueues fed ones whose task was lost.
 4. **done** — a running campaign whose fan-out finished and which has nothing queued,
    scheduled or sending becomes ``done`` (``actions.finish``, audited with the counts): one
    with a wave tomorrow stays running until that wave is sent.
@@ -90,7 +95,7 @@ from backend.notifications.models import (
 from backend.notifications.policy import WINDOW_SECONDS
 from backend.notifications.queues import HUEYS
 from backend.notifications.tasks import enqueue_deliveries
-from campaigns import actions, ledger, row_moves
+from campaigns import actions, ledger, pacing, row_moves
 from campaigns.audience import AudienceTimedOut, AudienceUnavailable, audience, ids_between, recipients
 from campaigns.content_hash import campaign_hash
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
@@ -432,7 +437,8 @@ def verdicts(plan: Plan, after: int, upper: int, now: datetime | None = None) ->
     the stops of ``policy.route``, ``no-template``, ``rate-limited``, or ``campaign-ended`` when the
     row would be due at or after the campaign's ``end_at``); for a row with reason '' or
     ``campaign-ended``, ``send_at`` (when it may go, NULL for at once ``now``) and ``delay`` (why
-    it waits: ``campaign-wave``, ``quiet-hours`` or ''). The fan-out inserts these rows; the
+    it waits: ``campaign-wave``, ``quiet-hours``, ``sending-hours``, ``campaign-spread`` or ''). The
+    fan-out inserts these rows; the
     pre-flight (``preflight.py``) groups them without inserting, so its counts are the fan-out's
     by construction. Runs one query (the batch's distinct time zones and quiet hours).
     """
@@ -443,12 +449,13 @@ def verdicts(plan: Plan, after: int, upper: int, now: datetime | None = None) ->
     rate = _over_rate_limit_table(plan, after, upper, now)
     rate_sql, rate_params = rate or ("SELECT CAST(NULL AS BIGINT) AS recipient_id WHERE 1 = 0", [])
     reason_sql, reason_params = _reason(plan, now, rate_limited=rate is not None)
+    when_sql, when_params = _spread_timing(plan, now)
     fallback_id, fallback_preview = plan.fallback or (None, "")
     ids_sql, ids_params = plan.audience_between(after, upper)
     sql = f"""
     SELECT r.id AS recipient_id, r.user_id, r.language, r.time_zone, r.phone,
            COALESCE(own.version_id, CAST(%s AS INTEGER)) AS version_id, COALESCE(own.preview, %s) AS preview,
-           {reason_sql} AS reason, t.send_at AS send_at, COALESCE(t.delay, '') AS delay
+           {reason_sql} AS reason, {when_sql}
     FROM {Recipient._meta.db_table} r
     LEFT JOIN {Preference._meta.db_table} p ON p.recipient_id = r.id AND p.kind_id = %s AND p.channel = %s
     LEFT JOIN ({templates_sql}) own ON own.language = r.language
@@ -457,10 +464,32 @@ def verdicts(plan: Plan, after: int, upper: int, now: datetime | None = None) ->
          AND t.quiet_end = {_quiet_key("end")}
     WHERE r.id > %s AND r.id <= %s AND r.id IN ({ids_sql})"""
     params = [
-        fallback_id, fallback_preview, *reason_params, campaign.kind_id, campaign.channel, *templates_params,
+        fallback_id, fallback_preview, *reason_params, *when_params, campaign.kind_id, campaign.channel,
+        *templates_params,
         *rate_params, *timing_params, after, upper, *ids_params,
     ]  # fmt: skip
     return sql, params
+
+
+def _spread_timing(plan: Plan, now: datetime) -> tuple[str, list[Any]]:
+    """The ``send_at`` and ``delay`` columns of the verdicts: the timing table's, or a spread campaign's place.
+
+    A row due at once or at its wave goes at that instant + its spread offset
+    (``pacing.spread_sql``), reason ``campaign-spread``; one held by quiet hours keeps their end.
+    """
+    plain = "t.send_at AS send_at, COALESCE(t.delay, '') AS delay"
+    start = plan.start or now
+    window = pacing.spread_window(plan.campaign, start)
+    if window is None:
+        return plain, []
+    instant = "CAST(%s AS TIMESTAMP WITH TIME ZONE)" if connection.vendor == "postgresql" else "%s"
+    spread = pacing.spread_sql(f"COALESCE(t.send_at, {instant})", "r.id")
+    spreads = f"COALESCE(t.delay, '') IN ('', '{WAVE}')"
+    sql = (
+        f"CASE WHEN {spreads} THEN {spread} ELSE t.send_at END AS send_at,"
+        f" CASE WHEN {spreads} THEN '{pacing.SPREAD}' ELSE t.delay END AS delay"
+    )
+    return sql, [connection.ops.adapt_datetimefield_value(start), window]
 
 
 def _select_new_notifications(plan: Plan, after: int, upper: int) -> tuple[str, list[Any]]:
@@ -619,13 +648,16 @@ def send_timing(
     local_time: wall_time | None = None,
     start: datetime | None = None,
     end_at: datetime | None = None,
+    sending_hours: tuple[wall_time, wall_time] | None = None,
 ) -> Timing:
     """When a recipient in ``zone`` with quiet hours [quiet_start, quiet_end) gets a campaign's notification.
 
     Due at its wave (``waves.wave_instant(local_time, start, zone)``) for a local-time campaign,
     else ``now``; a wave already past is due ``now``. If that instant falls inside the quiet hours
     it moves to their end (``quiet_hours.quiet_hours_end``, exact across midnight and DST), as
-    ``policy.decide`` does for standard traffic. ``ended`` when the instant is at or after
+    ``policy.decide`` does for standard traffic; if it falls outside the campaign's daily
+    ``sending_hours`` (start, end) it moves to their next opening (``pacing.hours_open``); when
+    both hold it, the later of the two wins (``_held``). ``ended`` when the instant is at or after
     ``end_at``. Aware datetimes in, UTC out; an unknown zone counts as UTC (as in ``waves``).
     """
     zone = _known_zone(zone)
@@ -634,10 +666,26 @@ def send_timing(
         wave = wave_instant(local_time, start or now, zone)
         if wave > now:
             due, delay = wave, WAVE
-    quiet = quiet_hours.quiet_hours_end(due, zone, quiet_start, quiet_end)
-    if quiet is not None:
-        due, delay = quiet, QUIET_HOURS
+    due, delay = _held(due, delay, zone, (quiet_start, quiet_end), sending_hours or (None, None))
     return Timing(due.astimezone(UTC) if delay else None, delay, end_at is not None and due >= end_at)
+
+
+# Moves of ``_held`` at most: quiet hours and sending hours are daily, so the later of the two settles it in two.
+_HOLD_ROUNDS = 4
+
+
+def _held(due: datetime, delay: str, zone: str, quiet: tuple, hours: tuple) -> tuple[datetime, str]:
+    """``due`` moved past the quiet hours and into the sending hours, the later of the two each round, and why."""
+    for _ in range(_HOLD_ROUNDS):
+        quiet_end = quiet_hours.quiet_hours_end(due, zone, *quiet)
+        opening = pacing.hours_open(due, zone, *hours)
+        if quiet_end is None and opening is None:
+            break
+        if opening is not None and (quiet_end is None or opening > quiet_end):
+            due, delay = opening, pacing.SENDING_HOURS
+        else:
+            due, delay = quiet_end, QUIET_HOURS
+    return due, delay
 
 
 def _known_zone(name: str) -> str:
@@ -656,6 +704,8 @@ def timing_table(plan: Plan, after: int, upper: int, now: datetime) -> tuple[str
     """
     campaign = plan.campaign
     local_time = campaign.local_time if campaign.schedule_mode == ScheduleMode.LOCAL_TIME else None
+    hours = (campaign.sending_hours_start, campaign.sending_hours_end)
+    hours = None if None in hours else hours
     postgres = connection.vendor == "postgresql"
     instant, wall = ("CAST(%s AS TIMESTAMP WITH TIME ZONE)", "CAST(%s AS TIME)") if postgres else ("%s", "%s")
     row = (
@@ -666,7 +716,7 @@ def timing_table(plan: Plan, after: int, upper: int, now: datetime) -> tuple[str
     for zone, quiet_start, quiet_end in _distinct_zones_and_quiet_hours(plan, after, upper):
         timing = send_timing(
             now=now, zone=zone, quiet_start=_wall(quiet_start), quiet_end=_wall(quiet_end), local_time=local_time,
-            start=plan.start, end_at=campaign.end_at,
+            start=plan.start, end_at=campaign.end_at, sending_hours=hours,
         )  # fmt: skip
         rows.append(row)
         send_at = connection.ops.adapt_datetimefield_value(timing.send_at) if timing.send_at else None
@@ -702,25 +752,50 @@ def _wall(value: wall_time | str | None) -> wall_time | None:
 def feed(limit: int | None = None) -> int:
     """Hand queued rows of running campaigns to the standard tier, up to ``limit`` tasks waiting there; how many.
 
-    ``limit`` defaults to ``NOTIFY_CAMPAIGN_FEED``. Each row's ``queued_at`` is set first, then
-    its task enqueued: a task lost on the way (Redis down) is the sweeper's, as for any queued
-    row. Raises ``RedisUnavailable`` when the queue cannot be read.
+    ``limit`` defaults to ``NOTIFY_CAMPAIGN_FEED``. The room left in the queue is shared fairly
+    between the running campaigns with rows waiting (``pacing.fair_split``), each campaign with a
+    rate getting no more than its rate allows since its clock (``_paced``). Each row's
+    ``queued_at`` is set first, then its task enqueued: a task lost on the way (Redis down) is
+    the sweeper's, as for any queued row. Raises ``RedisUnavailable`` when the queue cannot be read.
     """
     room = (limit or settings.NOTIFY["CAMPAIGN_FEED"]) - HUEYS[Priority.STANDARD].pending_count()
     if room <= 0:
         return 0
-    not_ended = Q(end_at__isnull=True) | Q(end_at__gt=timezone.now())
+    now = timezone.now()
+    not_ended = Q(end_at__isnull=True) | Q(end_at__gt=now)
     with transaction.atomic():
         # The campaigns' row locks, held until the rows are marked: a cancel (FOR UPDATE) waits for this
         # feed and then stops what it marked, or this feed waits for the cancel and no longer sees the campaign.
         running = _lock_running(Campaign.objects.filter(not_ended, state=Campaign.State.RUNNING))
-        waiting = Notification.objects.filter(campaign__in=running, state=State.QUEUED, queued_at__isnull=True)
-        ids = list(waiting.order_by().values_list("pk", flat=True)[:room]) if running else []
-        Notification.objects.filter(pk__in=ids, state=State.QUEUED, queued_at__isnull=True).update(
-            queued_at=timezone.now()
-        )
+        waiting, clocks = {}, {}
+        for campaign in Campaign.objects.filter(pk__in=running).order_by("pk"):
+            cap, clocks[campaign.pk] = _paced(campaign, room, now)
+            rows = Notification.objects.filter(campaign=campaign, state=State.QUEUED, queued_at__isnull=True)
+            waiting[campaign.pk] = list(rows.order_by().values_list("pk", flat=True)[:cap]) if cap > 0 else []
+        shares = pacing.fair_split({pk: len(ids) for pk, ids in waiting.items()}, room)
+        ids = [pk for campaign, share in shares.items() for pk in waiting[campaign][:share]]
+        Notification.objects.filter(pk__in=ids, state=State.QUEUED, queued_at__isnull=True).update(queued_at=now)
+        for campaign, clock in clocks.items():
+            if clock is not None:
+                paced_from, paced_count = clock
+                Campaign.objects.filter(pk=campaign).update(
+                    paced_from=paced_from, paced_count=paced_count + shares[campaign]
+                )
     enqueue_deliveries([str(pk) for pk in ids], Priority.STANDARD, priority=CAMPAIGN_PRIORITY)
     return len(ids)
+
+
+def _paced(campaign: Campaign, room: int, now: datetime) -> tuple[int, tuple[datetime, int] | None]:
+    """Rows ``campaign`` may be fed now (at most ``room``), and its rate clock to store (None: it has no rate).
+
+    The clock is kept on the campaign's row in PostgreSQL (``paced_from``, ``paced_count``), so a
+    restarted scheduler keeps the pace; ``pacing.allowance`` says how much is due.
+    """
+    rate = pacing.effective_rate(campaign)
+    if rate is None:
+        return room, None
+    allowed, paced_from, paced_count = pacing.allowance(rate, campaign.paced_from, campaign.paced_count, now)
+    return min(room, allowed), (paced_from, paced_count)
 
 
 # --- release and end: set-based moves of a campaign's rows, with their history -------------------

@@ -14,6 +14,8 @@ the review page, the running page and the PDF report):
   (``sms_encoding.analyze``), × the price per segment of each destination country
   (``pricing``), total and per country, and the worst case with every declared
   param at its ``max_length`` (``frontend.editor.preview.worst_params``);
+* ``rate_per_second`` and ``expected_end``: the expected pace of a spread or rate-limited
+  campaign and when it should be done (``pacing.expected_pace``), else the budget's;
 * ``budget_per_second``: the standard tier's share of the channel's primary provider's
   rate in the providers file (``rate × (1 − high_share)``, as ``delivery.budget`` splits
   it), and ``duration_seconds``: each wave's size over it, summed (None: no budget).
@@ -42,9 +44,10 @@ from backend.notifications import pricing, rendering
 from backend.notifications.models import Channel, Recipient, TemplateVersion
 from backend.notifications.providers.config import providers_config
 from backend.notifications.sms_encoding import UCS2, analyze
-from campaigns import actions, fanout
+from campaigns import actions, fanout, pacing
 from campaigns.audience import bounded
 from campaigns.models import Campaign, ScheduleMode
+from campaigns.pacing import standard_budget
 from campaigns.waves import iso_z, waves
 from frontend.editor.preview import GSM7_FILLER, UCS2_FILLER, worst_params
 
@@ -96,6 +99,7 @@ def preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
     will_send = sum(g.count for g in sending)
     wave_list = _waves(campaign, now, sending, will_send)
     budget = standard_budget(campaign.channel)
+    rate, expected_end = pacing.expected_pace(campaign, wave_list, budget)
     return {
         "computed_at": iso_z(now),
         "audience": sum(g.count for g in groups),
@@ -106,6 +110,8 @@ def preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "sms": _sms(campaign, sending, versions) if campaign.channel == Channel.SMS else None,
         "budget_per_second": budget,
         "duration_seconds": round(sum(w["size"] / budget for w in wave_list), 2) if budget else None,
+        "rate_per_second": rate,
+        "expected_end": expected_end,
     }
 
 
@@ -206,17 +212,6 @@ def _waves(campaign: Campaign, now: datetime, sending: list[Group], will_send: i
         return [wave.as_dict() for wave in waves(campaign.local_time, now, dict(zones))]
     at = campaign.send_at if campaign.schedule_mode == ScheduleMode.AT and campaign.send_at else now
     return [{"at": iso_z(at), "utc_offset": "UTC+00:00", "zones": sorted(zones), "size": will_send}]
-
-
-def standard_budget(channel: str) -> float | None:
-    """Messages/second the standard tier may send on ``channel``'s primary provider; None when it has no rate."""
-    config = providers_config()
-    names = config.routes.get(channel) or []
-    provider = config.providers.get(names[0]) if names else None
-    if provider is None or not provider.rate:
-        return None
-    budget = provider.rate * (1 - provider.high_share)
-    return int(budget) if budget == int(budget) else round(budget, 3)
 
 
 def _sms_provider() -> str | None:

@@ -29,6 +29,7 @@ from backend.notifications import bidi, masking, rendering
 from backend.notifications.locales import text_direction
 from backend.notifications.models import Attempt, Channel, Notification, State, TemplateVersion
 from backend.notifications.pricing import decimal_str
+from campaigns import pacing
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit
 
 # DejaVu Sans covers Latin, Arabic and Persian; Debian's fonts-dejavu-core puts it here.
@@ -102,6 +103,11 @@ class Report:
     actual: list[SmsCost] | None  # None unless the campaign sends SMS
     name_direction: str  # "rtl" or "ltr": of the campaign's name, by its first strong character
     segment_direction: str
+
+    @property
+    def pacing(self) -> str:
+        """The campaign's spread, rate and sending hours in words (``pacing.describe``); "" without."""
+        return pacing.describe(self.campaign)
 
 
 def first_strong_direction(text: str) -> str:

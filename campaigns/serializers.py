@@ -41,16 +41,16 @@ def _refuse_naive_instants(data, names: tuple[str, ...]) -> None:
             raise serializers.ValidationError({name: ["Include a UTC offset or Z, e.g. 2026-12-01T09:00:00Z."]})
 
 
-def _refuse_offset_wall_time(data) -> None:
+def _refuse_offset_wall_time(data, name: str = "local_time") -> None:
     """Django's ``parse_time`` silently drops a UTC offset ("09:00+05:00" → 09:00); a wall time has none."""
-    raw = data.get("local_time") if isinstance(data, dict) else None
+    raw = data.get(name) if isinstance(data, dict) else None
     try:
         parsed = time.fromisoformat(raw) if isinstance(raw, str) else None
     except ValueError:
         return  # not a time at all: the field says so
     problem = None if parsed is None else validation.wall_time_problem(parsed)
     if problem:
-        raise serializers.ValidationError({"local_time": [problem]})
+        raise serializers.ValidationError({name: [problem]})
 
 
 class ScheduleSerializer(StrictSerializer):
@@ -120,9 +120,29 @@ class CampaignCreateSerializer(StrictSerializer):
         default=None, allow_null=True, help_text="Nothing more is handed to a provider after this instant."
     )
     correction = CorrectionSerializer(required=False)
+    spread_seconds = serializers.IntegerField(
+        default=None, allow_null=True, help_text="Send evenly over this many seconds from the start (each wave's)."
+    )
+    spread_until = serializers.DateTimeField(
+        default=None,
+        allow_null=True,
+        help_text="Or: send evenly from the start until this instant, with a UTC offset.",
+    )
+    rate_per_second = serializers.FloatField(
+        default=None, allow_null=True, help_text="At most this many messages a second; at most the provider budget."
+    )
+    rate_per_hour = serializers.FloatField(
+        default=None, allow_null=True, help_text="Or: at most this many messages an hour."
+    )
+    sending_hours_start = serializers.TimeField(
+        default=None, allow_null=True, help_text='Daily sending window in each recipient\'s local time: from "09:00"…'
+    )
+    sending_hours_end = serializers.TimeField(default=None, allow_null=True, help_text='…until "20:00" (exclusive).')
 
     def to_internal_value(self, data):
-        _refuse_naive_instants(data, ("end_at",))
+        _refuse_naive_instants(data, ("end_at", "spread_until"))
+        for name in ("sending_hours_start", "sending_hours_end"):
+            _refuse_offset_wall_time(data, name)
         return super().to_internal_value(data)
 
     def validate_name(self, value: str) -> str:
@@ -150,6 +170,8 @@ class CampaignCreateSerializer(StrictSerializer):
     def validate(self, attrs: dict) -> dict:
         if ("segment" in attrs) == ("user_ids" in attrs):
             raise serializers.ValidationError({"segment": ["Give either a segment id or a list of user_ids."]})
+        if attrs.get("rate_per_second") is not None and attrs.get("rate_per_hour") is not None:
+            raise serializers.ValidationError({"rate_per_hour": ["Give the rate per second or per hour, not both."]})
         problems = validation.params_problems(attrs["kind"].params, attrs.get("params", {}))
         if problems:
             raise serializers.ValidationError({"params": {name: [problem] for name, problem in problems.items()}})
@@ -160,6 +182,9 @@ class CampaignCreateSerializer(StrictSerializer):
         data = dict(self.validated_data)
         schedule = data.pop("schedule", None) or {"mode": ScheduleMode.NOW, "send_at": None, "local_time": None}
         correction = data.pop("correction", None) or {"template_version": None, "none_reason": ""}
+        per_hour = data.pop("rate_per_hour")
+        if per_hour is not None:
+            data["rate_per_second"] = per_hour / 3600
         return {
             **data,
             "schedule_mode": schedule["mode"],
@@ -263,7 +288,8 @@ class CampaignSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "state", "kind", "channel", "segment", "template_versions", "params", "schedule", "end_at",
             "correction", "content_hash", "author", "created_at", "updated_at", "submitted_at", "paused_at", "counts",
-            "ledger", "approvals", "audit",
+            "ledger", "approvals", "audit", "spread_seconds", "spread_until", "rate_per_second", "sending_hours_start",
+            "sending_hours_end",
         ]  # fmt: skip
 
     @extend_schema_field(OpenApiTypes.OBJECT)

@@ -179,6 +179,7 @@ def test_resume_continues_with_exactly_the_rows_not_yet_handed_over(running, mar
     audit = CampaignAudit.objects.get(campaign=running, action=CampaignAudit.Action.RESUME)
     assert audit.actor_name == "approver" and audit.detail == {
         "paused_seconds": 90.0,
+        "spread_shifted": 0,
         "counts": {"queued": 17, "sent": 3},
     }
     fanout.tick(batch=20)  # the rest of the fan-out, then the feed

@@ -98,6 +98,26 @@ class Campaign(models.Model):
     paused_at = models.DateTimeField(
         null=True, blank=True, help_text="Since when the campaign is paused; empty when it is not (actions.pause)."
     )
+    # Pacing (campaigns/pacing.py), part of the approved content hash when set.
+    spread_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Send evenly over this many seconds from the start (each wave's)."
+    )
+    spread_until = models.DateTimeField(
+        null=True, blank=True, help_text="Send evenly from the start until this instant."
+    )
+    rate_per_second = models.FloatField(
+        null=True, blank=True, help_text="At most this many messages a second (never above the budget)."
+    )
+    sending_hours_start = models.TimeField(
+        null=True, blank=True, help_text="Daily window in each recipient's local time: from this…"
+    )
+    sending_hours_end = models.TimeField(null=True, blank=True, help_text="…until this one (exclusive).")
+    paced_from = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Rate clock: rate × (now − paced_from) − paced_count may be fed.",
+    )
+    paced_count = models.PositiveBigIntegerField(default=0, help_text="Rows fed since paced_from (pacing.allowance).")
 
     class Meta:
         ordering = ["-created_at"]

@@ -18,6 +18,7 @@ Staff with ``campaigns.view_campaign`` may read the review page. Anonymous visit
 login page (``staff_only``).
 """
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, time
 from typing import Any
@@ -35,7 +36,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from backend.notifications import masking, pricing, rendering
 from backend.notifications.locales import text_direction
 from backend.notifications.models import Category, Channel, Kind, TemplateVersion
-from campaigns import actions, validation
+from campaigns import actions, pacing, validation
 from campaigns.audience import AudienceUnavailable
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment, SegmentMember
 from campaigns.preflight import preflight
@@ -120,6 +121,7 @@ def read_form(data, campaign: Campaign | None = None) -> Composed:
     _read_templates(composed, data, campaign)
     _read_params(composed, data, campaign)
     _read_schedule(composed)
+    _read_pacing(composed)
     _read_correction(composed)
     return composed
 
@@ -140,7 +142,25 @@ def _values_of(campaign: Campaign | None) -> dict[str, str]:
         "zone": zone,
         "correction": str(campaign.correction_version_id or (NONE if campaign.correction_none_reason else "")),
         "correction_none_reason": campaign.correction_none_reason,
+        **_pacing_values(campaign, zone),
     }
+
+
+def _pacing_values(campaign: Campaign, zone: str) -> dict[str, str]:
+    """The pacing inputs of a stored campaign: the spread in hours, the rate per second."""
+    hours = campaign.spread_seconds / 3600 if campaign.spread_seconds is not None else None
+    return {
+        "spread_hours": f"{hours:g}" if hours is not None else "",
+        "spread_until": _local_input(campaign.spread_until, zone),
+        "rate": f"{campaign.rate_per_second:g}" if campaign.rate_per_second is not None else "",
+        "rate_unit": "second",
+        "sending_hours_start": _wall_input(campaign.sending_hours_start),
+        "sending_hours_end": _wall_input(campaign.sending_hours_end),
+    }
+
+
+def _wall_input(value: time | None) -> str:
+    return value.strftime("%H:%M") if value else ""
 
 
 def _local_input(instant: datetime | None, zone: str) -> str:
@@ -287,6 +307,50 @@ def _read_schedule(composed: Composed) -> None:
     composed.fields.update(fields)
 
 
+# Seconds per unit of the composer's rate ("messages per second / per hour").
+RATE_UNITS = {"second": 1, "hour": 3600}
+
+
+def _read_pacing(composed: Composed) -> None:
+    """Spread ("over N hours" or "until"), rate per second or per hour, sending hours: ``campaigns.pacing``'s fields.
+
+    Only their form is checked here; what they must be (a window > 0, a rate within the budget…)
+    is ``pacing.pacing_problem``'s, through ``actions``.
+    """
+    fields: dict[str, Any] = {"spread_seconds": None, "rate_per_second": None}
+    hours = _number(composed, "spread_hours", "Give the spread as a number of hours, e.g. 10 or 0.5.")
+    if hours is not None:
+        fields["spread_seconds"] = round(hours * 3600)
+    fields["spread_until"] = _instant(composed, "spread_until", _zone(composed))
+    rate = _number(composed, "rate", "Give the rate as a number of messages, e.g. 50.")
+    unit = composed.values.get("rate_unit") or "second"
+    if unit not in RATE_UNITS:
+        composed.errors["rate_unit"] = "Pick messages per second or per hour."
+    elif rate is not None:
+        fields["rate_per_second"] = rate / RATE_UNITS[unit]
+    for name in ("sending_hours_start", "sending_hours_end"):
+        raw = composed.values.get(name, "")
+        try:
+            fields[name] = time.fromisoformat(raw) if raw else None
+        except ValueError:
+            composed.errors[name] = "Give a wall time such as 09:00."
+    composed.fields.update(fields)
+
+
+def _number(composed: Composed, name: str, problem: str) -> float | None:
+    raw = composed.values.get(name, "")
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        composed.errors[name] = problem
+        return None
+    return value
+
+
 def _read_correction(composed: Composed) -> None:
     raw = composed.values.get("correction", "")
     reason = composed.values.get("correction_none_reason", "")
@@ -399,6 +463,8 @@ def display(figures: dict[str, Any]) -> dict[str, Any]:
     shown["wave_rows"] = [
         {**wave, "utc": datetime.fromisoformat(wave["at"]).strftime("%Y-%m-%d %H:%M UTC")} for wave in figures["waves"]
     ]
+    end = figures.get("expected_end")  # absent from a pre-flight frozen before pacing
+    shown["expected_end_label"] = datetime.fromisoformat(end).strftime("%Y-%m-%d %H:%M UTC") if end else ""
     seconds = figures.get("duration_seconds")
     shown["duration_label"] = _duration(seconds) if seconds is not None else ""
     return shown
@@ -582,5 +648,6 @@ def _review_page(request: HttpRequest, campaign: Campaign, error: str = "", stat
         "void_reason": void_reason(campaign),
         "approvals": campaign.approvals.select_related("approver"),
         "correction": campaign.correction_version,
+        "pacing": pacing.describe(campaign),
     }
     return _answer(render(request, "frontend/campaigns/review.html", context, status=status))
