@@ -67,3 +67,34 @@ def test_a_state_it_has_no_words_for_is_told_by_its_name_and_reason(demo_data, s
     StateChange.objects.create(notification=notification, from_state="sent", to_state=state, reason=f"twilio: {code}")
 
     assert texts(notification)[-1] == words
+
+
+@pytest.mark.parametrize(
+    "reason, words",
+    [
+        ("send-at", "Scheduled by the caller: it goes out on 13 Nov 2026 at 09:00 (Asia/Riyadh)."),
+        (
+            "campaign-wave",
+            "Scheduled for its campaign's wave, at the chosen wall time on the user's clock: it goes out on "
+            "13 Nov 2026 at 09:00 (Asia/Riyadh).",
+        ),
+        (
+            "campaign-spread",
+            "Spread over its campaign's sending window: it goes out on 13 Nov 2026 at 09:00 (Asia/Riyadh).",
+        ),
+        (
+            "sending-hours",
+            "Outside its campaign's sending hours on the user's clock; it waits for them to open: it goes out on "
+            "13 Nov 2026 at 09:00 (Asia/Riyadh).",
+        ),
+    ],
+)
+def test_a_scheduled_row_says_who_held_it_and_when_it_goes_out(demo_data, reason, words):
+    with time_machine.travel(EVENING, tick=False):
+        row = send(f"held-{reason}", "u-ar-1", "shipped", {"order": "3"}, channel="sms")
+    morning = datetime(2026, 11, 13, 6, 0, tzinfo=UTC)  # 09:00 in Riyadh
+    type(row).objects.filter(pk=row.pk).update(state="scheduled", reason=reason, send_at=morning)
+    StateChange.objects.filter(notification=row).update(to_state="scheduled", reason=reason)
+    row.refresh_from_db()
+
+    assert texts(row)[1] == words

@@ -47,7 +47,19 @@ MOVES = {
     "replay": "Sent again from the dead letters by support",
     "quiet-hours": "Held for the user's quiet hours",
     "send-at": "Scheduled by the caller",
+    "campaign-wave": "Held for its campaign's wave in the user's local time",
+    "campaign-spread": "Held for its turn in its campaign's spread",
+    "sending-hours": "Held for its campaign's sending hours",
+    "send-at-reached": "Its time came: queued to be sent",
     "digest": "A digest of held messages",
+}
+
+
+# Why a campaign's row was made scheduled (campaigns/fanout.py send_timing, campaigns/pacing.py).
+CAMPAIGN_HOLDS = {
+    "campaign-wave": "Scheduled for its campaign's wave, at the chosen wall time on the user's clock",
+    "campaign-spread": "Spread over its campaign's sending window",
+    "sending-hours": "Outside its campaign's sending hours on the user's clock; it waits for them to open",
 }
 
 
@@ -134,7 +146,8 @@ def _policy(notification: Notification, first: StateChange | None) -> list[Step]
         steps.append(_quiet_hours(notification, at))
     elif state == "scheduled":
         due = local_time(notification.send_at, notification.recipient.time_zone)
-        steps.append(Step(f"Scheduled by the caller to go out on {due}.", at, "wait"))
+        why = CAMPAIGN_HOLDS.get(reason, "Scheduled by the caller")
+        steps.append(Step(f"{why}: it goes out on {due}.", at, "wait"))
     else:
         steps.append(
             Step(
