@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from redis.client import Pipeline
 from rest_framework.exceptions import ValidationError
 
-from backend.notifications import actions
+from backend.notifications import actions, idempotency
 from backend.notifications.api import answers, batch
 from backend.notifications.api.serializers import AcceptedSerializer, BatchItemSerializer
 from backend.notifications.models import Attempt, Notification, Recipient, StateChange
@@ -353,3 +354,25 @@ def test_an_answer_is_what_the_single_send_serializer_writes(api, send, settings
         assert json.dumps(answers.accepted_dict(notification, history, attempts, True)) == json.dumps(
             AcceptedSerializer(notification).data
         )
+
+
+def test_a_batch_marks_its_keys_seen_in_one_redis_command(
+    api, orders_service, customers, monkeypatch, django_capture_on_commit_callbacks
+):
+    """The single send then finds their originals (idempotency.first_sighting); redis-py packed 1,000 SETs before."""
+    queued, stage = [], Pipeline.pipeline_execute_command
+
+    def spy(self, *args, **options):
+        queued.append(args[0])
+        return stage(self, *args, **options)
+
+    monkeypatch.setattr(Pipeline, "pipeline_execute_command", spy)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post_batch(api, [shipped(user, n) for n, user in enumerate(customers[:300])])
+    monkeypatch.undo()
+
+    assert response.json()["accepted"] == 300
+    assert "SET" not in queued
+    scope = actions.scope_of(orders_service[0])
+    assert not idempotency.first_sighting(scope, "order-0-shipped")
+    assert not idempotency.first_sighting(scope, "order-299-shipped")
