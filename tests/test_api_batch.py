@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -107,6 +108,9 @@ def test_the_batch_is_set_based(api, customers):
     assert writes[0].count("INSERT INTO") == 2
     assert "ON CONFLICT" in writes[0]
     assert len(queries.captured_queries) < 20
+    # Long lists go as one array each (array_param.in_array), not an IN list of 500 parameters.
+    long_in_lists = [q["sql"] for q in queries.captured_queries if re.search(r"IN \((?:[^,()]+, ){20}", q["sql"])]
+    assert long_in_lists == []
 
 
 def test_an_item_answers_as_the_single_send_would(api, send):
