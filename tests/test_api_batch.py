@@ -1,5 +1,6 @@
 """POST /api/v1/notifications/batch: each item answered as the single send would be, set-based, race-safe."""
 
+import gc
 import json
 import os
 import re
@@ -228,6 +229,7 @@ def test_two_racing_identical_batches_store_each_key_once(orders_service, custom
 
 
 EMBEDDED = """
+import gc
 import json
 from django.test.utils import setup_test_environment
 from rest_framework.test import APIClient
@@ -380,3 +382,17 @@ def test_a_batch_marks_its_keys_seen_in_one_redis_command(
     scope = actions.scope_of(orders_service[0])
     assert not idempotency.first_sighting(scope, "order-0-shipped")
     assert not idempotency.first_sighting(scope, "order-299-shipped")
+
+
+def test_the_collector_rests_while_a_batch_is_accepted_and_runs_after(api, monkeypatch):
+    """Its young passes walked the batch's objects again and again (README "Throughput: the send API")."""
+    seen, accept = [], actions.accept_batch
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return accept(*args, **kwargs)
+
+    monkeypatch.setattr(actions, "accept_batch", spy)
+    assert post_batch(api, [shipped("u-ar-1", 1)]).status_code == 200
+    assert seen == [False]
+    assert gc.isenabled()
