@@ -10,7 +10,9 @@ drives it from an aiohttp client with ``--connections`` keep-alive connections:
 2. ``POST /api/v1/notifications`` for ``--seconds``, each with a new key: accepted/s (202s) and
    latency p50 / p95;
 3. ``--batches`` batches of ``--batch-size`` to ``POST /api/v1/notifications/batch`` over
-   ``--batch-connections`` connections: notifications accepted/s.
+   ``--batch-connections`` connections: notifications accepted/s, and the CPU each batch cost the
+   web tier, PostgreSQL, Redis and this client (from /proc and Redis ``INFO cpu``): what the rate
+   comes to on an idle machine, whatever else runs.
 
 No worker runs: the queued notifications wait in Redis. The load generator shares the machine's
 cores with the server, as a client on the same host does. Exits 1 when the single send is under
@@ -100,7 +102,7 @@ async def _drive(session, seconds: float, connections: int, request) -> tuple[di
     return statuses, latencies, time.perf_counter() - started
 
 
-async def _run(url: str, key: str, args) -> tuple[float, float]:
+async def _run(url: str, key: str, args, web: subprocess.Popen) -> tuple[float, float]:
     headers = {"Authorization": f"Bearer {key}"}
     serial = itertools.count()
     users = itertools.cycle(range(args.recipients))
@@ -132,11 +134,11 @@ async def _run(url: str, key: str, args) -> tuple[float, float]:
             f"POST /api/v1/notifications: {single_rate:.0f} accepted/s  (p50 {interpolated(latencies, 50):.0f} ms, "
             f"p95 {interpolated(latencies, 95):.0f} ms, {elapsed:.1f} s, {statuses})"
         )
-    batch_rate = await _batches(url, headers, run, body, serial, args)
+    batch_rate = await _batches(url, headers, run, body, serial, args, web)
     return single_rate, batch_rate
 
 
-async def _batches(url: str, headers: dict, run: str, body, serial, args) -> float:
+async def _batches(url: str, headers: dict, run: str, body, serial, args, web: subprocess.Popen) -> float:
     """Send ``args.batches`` batches over ``args.batch_connections`` connections; accepted notifications/s."""
     batches = [
         {"items": [{**body(n), "idempotency_key": f"bench-{run}-{n}"} for n in itertools.islice(serial, size)]}
@@ -156,17 +158,83 @@ async def _batches(url: str, headers: dict, run: str, body, serial, args) -> flo
             accepted += answer.get("accepted", 0)
 
     timeout = aiohttp.ClientTimeout(total=300)
+    # In a thread: Django refuses database calls inside the event loop.
+    cpu = await asyncio.to_thread(_CpuMeter, web)
     async with aiohttp.ClientSession(timeout=timeout) as session:
         started = time.perf_counter()
         await asyncio.gather(*(loop(session) for _ in range(args.batch_connections)))
         elapsed = time.perf_counter() - started
+    spent = await asyncio.to_thread(cpu.spent)
     rate = accepted / elapsed
     print(
         f"POST /api/v1/notifications/batch: {rate:.0f} notifications/s  ({args.batches} × {args.batch_size}, "
         f"{args.batch_connections} connections, {accepted} accepted in {elapsed:.1f} s, "
         f"p50 {interpolated(latencies, 50):.0f} ms per batch, {statuses})"
     )
+    print("CPU per batch: " + ", ".join(f"{name} {seconds / args.batches * 1000:.0f} ms" for name, seconds in spent))
     return rate
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used; 0.0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (uvicorn's workers), read from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+class _CpuMeter:
+    """CPU used from now on by the web tier, the PostgreSQL backends of this database, Redis and this client.
+
+    The web tier is uvicorn's process and its workers; a backend that connects meanwhile counts from 0.
+    """
+
+    def __init__(self, web: subprocess.Popen):
+        self.web = [web.pid, *_children(web.pid)]
+        self.before = self._read()
+
+    def _read(self) -> dict[str, float | dict[int, float]]:
+        from django.db import connection
+
+        from backend.notifications.delivery.shared_state import redis_client
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            backends = {pid: _cpu_of(pid) for (pid,) in cursor.fetchall()}
+        redis = redis_client().info("cpu")
+        return {
+            "web tier": sum(_cpu_of(pid) for pid in self.web),
+            "PostgreSQL": backends,
+            "Redis": redis["used_cpu_user"] + redis["used_cpu_sys"],
+            "load generator": time.process_time(),
+        }
+
+    def spent(self) -> list[tuple[str, float]]:
+        """``(what, CPU seconds)`` since the meter was made."""
+        after = self._read()
+        out = []
+        for name, value in after.items():
+            before = self.before[name]
+            if isinstance(value, dict):
+                out.append((name, sum(cpu - before.get(pid, 0.0) for pid, cpu in value.items())))  # type: ignore[union-attr]
+            else:
+                out.append((name, value - before))  # type: ignore[operator]
+        return out
 
 
 def main() -> None:
@@ -186,7 +254,7 @@ def main() -> None:
     _, key = ApiClient.issue(f"bench-{time.time():.0f}")
     process, url = _start_web(args.workers)
     try:
-        single_rate, batch_rate = asyncio.run(_run(url, key, args))
+        single_rate, batch_rate = asyncio.run(_run(url, key, args, process))
     finally:
         process.terminate()
         process.wait(timeout=30)

@@ -20,6 +20,8 @@ from django.utils.crypto import salted_hmac
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
 
 _SALT = "notify.idempotency.request"
+# SET key 1 EX ttl for every key: ``mark_seen`` in one command.
+_MARK_SEEN = "for _, key in ipairs(KEYS) do redis.call('SET', key, 1, 'EX', ARGV[1]) end"
 
 
 def _canonical(payload: dict[str, Any]) -> str:
@@ -55,7 +57,7 @@ def _cache_key(scope: str, key: str) -> str:
 
 
 def mark_seen(scope: str, keys: list[str]) -> None:
-    """Record ``keys`` as seen in ``scope`` in one pipeline, so a later single send looks for their originals.
+    """Record ``keys`` as seen in ``scope`` in one Redis command, so a later single send looks for their originals.
 
     For keys stored without ``first_sighting`` (the batch endpoint reads its originals from the
     database). Best effort: without Redis nothing is marked, and the UNIQUE index still decides.
@@ -67,10 +69,8 @@ def mark_seen(scope: str, keys: list[str]) -> None:
             if client is None:
                 cache.set_many({_cache_key(scope, key): 1 for key in keys}, timeout=ttl)
                 return
-            pipe = client.pipeline(transaction=False)
-            for key in keys:
-                pipe.set(_cache_key(scope, key), 1, ex=ttl)
-            pipe.execute()
+            # One script for all the keys, not a pipeline of SETs: redis-py packs each command in Python.
+            client.register_script(_MARK_SEEN)(keys=[_cache_key(scope, key) for key in keys], args=[ttl])
     except RedisUnavailable:
         return
 

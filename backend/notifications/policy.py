@@ -24,6 +24,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from backend.notifications import pricing, quiet_hours, rate_limits
+from backend.notifications.array_param import in_array
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard
 from backend.notifications.models import (
     Channel,
@@ -116,14 +117,13 @@ def facts_for(pairs: list[tuple[Kind, Recipient]], now: datetime) -> dict[tuple[
     recipients = {recipient.pk for _, recipient in pairs}
     kinds = {kind.pk: kind for kind, _ in pairs}
     chosen: dict[tuple[int, int], dict[str, bool]] = {}
-    rows = Preference.objects.filter(recipient__in=recipients, kind__in=kinds).values_list(
+    rows = Preference.objects.filter(recipient__in=in_array(recipients, "bigint"), kind__in=kinds).values_list(
         "recipient_id", "kind_id", "channel", "enabled"
     )
     for recipient_id, kind_id, channel, enabled in rows:
         chosen.setdefault((recipient_id, kind_id), {})[channel] = enabled
-    devices = set(
-        Device.objects.filter(recipient__in=recipients, disabled_at__isnull=True).values_list("recipient_id", flat=True)
-    )
+    active = Device.objects.filter(recipient__in=in_array(recipients, "bigint"), disabled_at__isnull=True)
+    devices = set(active.values_list("recipient_id", flat=True))
     events = _campaign_events_of(recipients, list(kinds.values()), now)
     return {
         (recipient.pk, kind.pk): Facts(
@@ -143,7 +143,7 @@ def _campaign_events_of(recipients: set[int], kinds: list[Kind], now: datetime) 
         return {}
     since = now - timedelta(seconds=max(widest.values()))
     made = Notification.objects.filter(
-        recipient__in=recipients, campaign__isnull=False, kind__category__in=categories,
+        recipient__in=in_array(recipients, "bigint"), campaign__isnull=False, kind__category__in=categories,
         priority=Priority.STANDARD, created_at__gt=since,
     ).exclude(state=State.SUPPRESSED)  # fmt: skip
     out: dict[tuple[int, str], list[float]] = {}

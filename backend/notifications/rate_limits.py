@@ -17,22 +17,50 @@ from dataclasses import dataclass
 
 from backend.notifications.delivery.shared_state import guard, redis_client
 
-_HIT = """
-local now = tonumber(ARGV[1])
-for i, key in ipairs(KEYS) do
-  local window, limit = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-  if redis.call('ZCARD', key) >= limit then
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    return {i, oldest[2]}
+# Counts one event (``member`` at ``now``) in the windows KEYS[first .. first + count - 1], whose seconds
+# and limits are ARGV[at], ARGV[at + 1], ... in pairs, if all have room; else returns the refusing
+# window's position (1-based) and its oldest event.
+_HIT_WINDOWS = """
+local function hit(first, count, at, now, member)
+  for i = 0, count - 1 do
+    local key, window, limit = KEYS[first + i], tonumber(ARGV[at + 2 * i]), tonumber(ARGV[at + 2 * i + 1])
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+    if redis.call('ZCARD', key) >= limit then
+      local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      return i + 1, oldest[2]
+    end
   end
+  for i = 0, count - 1 do
+    redis.call('ZADD', KEYS[first + i], now, member)
+    redis.call('EXPIRE', KEYS[first + i], math.ceil(tonumber(ARGV[at + 2 * i])) + 1)
+  end
+  return 0, '0'
 end
-for i, key in ipairs(KEYS) do
-  redis.call('ZADD', key, now, ARGV[#ARGV])
-  redis.call('EXPIRE', key, math.ceil(tonumber(ARGV[2 * i])) + 1)
-end
-return {0, '0'}
 """
+# ARGV: now, the windows' (seconds, limit) pairs, the event's member.
+_HIT = (
+    _HIT_WINDOWS
+    + """
+local refused, oldest = hit(1, #KEYS, 2, tonumber(ARGV[1]), ARGV[#ARGV])
+return {refused, oldest}
+"""
+)
+# ARGV: now, then per event: its number of windows n, their n (seconds, limit) pairs, its member;
+# KEYS: the events' windows one after the other. Returns (refused, oldest) per event, flat.
+_HIT_MANY = (
+    _HIT_WINDOWS
+    + """
+local now, first, at, out = tonumber(ARGV[1]), 1, 2, {}
+while at <= #ARGV do
+  local count = tonumber(ARGV[at])
+  local refused, oldest = hit(first, count, at + 1, now, ARGV[at + 1 + 2 * count])
+  out[#out + 1] = refused
+  out[#out + 1] = oldest
+  first, at = first + count, at + 2 + 2 * count
+end
+return out
+"""
+)
 
 
 @dataclass(frozen=True)
@@ -95,30 +123,37 @@ def hit(windows: list[Window], now: float | None = None) -> Verdict:
 
 
 def hit_many(requests: list[list[Window]], now: float | None = None) -> list[Verdict]:
-    """``hit`` for each list of windows, in order, in one Redis round trip (a pipeline of the same script).
+    """``hit`` for each list of windows, in order, in one Redis call (one script over all of them).
 
-    Each script runs atomically and in order, so the verdicts are those of as many ``hit`` calls one
-    after the other. Raises ``RedisUnavailable`` when the shared windows cannot be read.
+    The script counts the events one after the other, atomically, so the verdicts are those of as
+    many ``hit`` calls in a row. One call, not a pipeline of one script per event: redis-py packed
+    each of those in Python, about 30 µs apiece (README "Throughput: the send API"). Raises
+    ``RedisUnavailable`` when the shared windows cannot be read.
     """
     now = time.time() if now is None else now
     requests = [[w for w in windows if w.limit > 0] for windows in requests]
     client = redis_client()
     if client is None:
         return [_hit_local(windows, now) if windows else Verdict(True) for windows in requests]
-    script = client.register_script(_HIT)
-    with guard("rate limit"):
-        pipe = client.pipeline(transaction=False)
-        for windows in requests:
-            if windows:
-                args = [now, *[value for w in windows for value in (w.seconds, w.limit)], uuid.uuid4().hex]
-                script(keys=[w.key for w in windows], args=args, client=pipe)
-        answers = iter(pipe.execute())
+    counted = [windows for windows in requests if windows]
+    answers = iter(_hit_all(client, counted, now) if counted else [])
     verdicts = []
     for windows in requests:
-        refused, oldest = next(answers) if windows else (0, 0)
+        refused, oldest = (next(answers), next(answers)) if windows else (0, 0)
         window = windows[int(refused) - 1] if refused else None
         verdicts.append(Verdict(True) if window is None else Verdict(False, window, float(oldest) + window.seconds))
     return verdicts
+
+
+def _hit_all(client, requests: list[list[Window]], now: float) -> list:
+    """The flat (refused, oldest) answers of ``_HIT_MANY`` for non-empty ``requests``."""
+    keys: list[str] = []
+    args: list = [now]
+    for windows in requests:
+        keys += [w.key for w in windows]
+        args += [len(windows), *[value for w in windows for value in (w.seconds, w.limit)], uuid.uuid4().hex]
+    with guard("rate limit"):
+        return client.register_script(_HIT_MANY)(keys=keys, args=args)
 
 
 def count(key: str, seconds: float, now: float | None = None) -> int:

@@ -38,6 +38,7 @@ from backend.notifications.actions.accept import (
     scope_of,
 )
 from backend.notifications.actions.accept_rows import Prepared, insert_accepted
+from backend.notifications.array_param import in_array
 from backend.notifications.delivery.shared_state import RedisUnavailable
 from backend.notifications.models import (
     ApiClient,
@@ -109,7 +110,7 @@ def _originals(scope: str, keys: set[str]) -> dict[str, Notification]:
     found = (
         Notification.objects.select_related("recipient", "kind", "template_version__kind")
         .prefetch_related("state_changes", "attempts")
-        .filter(idempotency_scope=scope, idempotency_key__in=keys)
+        .filter(idempotency_scope=scope, idempotency_key__in=in_array(keys, "text"))
     )
     return {notification.idempotency_key: notification for notification in found}
 
@@ -168,7 +169,8 @@ def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> list[
     The policy decides them together (``policy.decide_many``: one Redis pipeline for the rate limits).
     """
     kinds = {kind.name: kind for kind in Kind.objects.filter(name__in={r.kind for r in requests})}
-    recipients = {r.user_id: r for r in Recipient.objects.filter(user_id__in={r.user_id for r in requests})}
+    users = in_array({r.user_id for r in requests}, "text")
+    recipients = {r.user_id: r for r in Recipient.objects.filter(user_id__in=users)}
     now = timezone.now()
     found: list[tuple[Kind, Recipient] | AcceptError] = []
     for request in requests:

@@ -1,0 +1,75 @@
+"""A send's answer body built as a plain dict: ``AcceptedSerializer``'s output without DRF's per-field work.
+
+DRF walks 24 field objects per notification (attribute lookup, ``to_representation``, the
+``None`` checks): about a third of a millisecond each, a third of a batch of 1,000's CPU
+(README "Throughput: the send API"). ``accepted_dict`` writes the same keys, in the same order,
+with the same values; ``tests/test_api_batch.py`` compares it with ``AcceptedSerializer`` for new,
+duplicate, attempted and scheduled notifications. A field added to the serializer must be added here.
+"""
+
+from datetime import datetime, tzinfo
+
+from django.utils import timezone
+
+from backend.notifications import masking
+from backend.notifications.api.serializers import AttemptSerializer
+from backend.notifications.models import Notification, StateChange
+
+_ATTEMPT = AttemptSerializer()
+
+
+def moment(value: datetime | None, zone: tzinfo) -> str | None:
+    """``value`` as DRF's ``DateTimeField`` writes it: ISO 8601 in ``zone`` (the current time zone), ``Z`` for UTC."""
+    if value is None:
+        return None
+    text = value.astimezone(zone).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def _text(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def _change(change: StateChange, zone: tzinfo) -> dict:
+    return {
+        "from_state": _text(change.from_state),
+        "to_state": _text(change.to_state),
+        "reason": _text(change.reason),
+        "at": moment(change.at, zone),
+    }
+
+
+def accepted_dict(notification: Notification, history: list[StateChange], attempts: list, duplicate: bool) -> dict:
+    """``AcceptedSerializer().to_representation`` of ``notification`` with this ``history`` and these ``attempts``.
+
+    ``history`` and ``attempts`` are what the serializer would read from ``state_changes`` and
+    ``attempts`` (the batch passes them as accepted, or as prefetched for an original).
+    """
+    # Read once: the current time zone sits behind asgiref's Local, slow enough to matter 7,000 times a batch.
+    zone = timezone.get_current_timezone()
+    return {
+        "id": _text(notification.pk),
+        "idempotency_key": _text(notification.idempotency_key),
+        "user_id": _text(notification.recipient.user_id),
+        "kind": _text(notification.kind.name),
+        "channel": _text(notification.channel),
+        "priority": _text(notification.priority),
+        "params": masking.masked_params(notification.kind, notification.params),
+        "state": _text(notification.state),
+        "reason": _text(notification.reason),
+        "send_at": moment(notification.send_at, zone),
+        "template": str(notification.template_version) if notification.template_version_id else None,
+        "preview": _text(notification.preview),
+        "provider": _text(notification.provider),
+        "provider_ref": _text(notification.provider_ref),
+        "attempt_count": None if notification.attempt_count is None else int(notification.attempt_count),
+        "last_error": _text(notification.last_error),
+        "created_at": moment(notification.created_at, zone),
+        "queued_at": moment(notification.queued_at, zone),
+        "sending_at": moment(notification.sending_at, zone),
+        "sent_at": moment(notification.sent_at, zone),
+        "failed_at": moment(notification.failed_at, zone),
+        "state_history": [_change(change, zone) for change in history],
+        "attempts": [_ATTEMPT.to_representation(attempt) for attempt in attempts],
+        "duplicate": duplicate,
+    }
