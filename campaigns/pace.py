@@ -2,10 +2,11 @@
 and why it waits when it waits.
 
 ``why_waiting`` is pure — ``Facts`` in, ``Reason`` rows out — so every reason is tested from a
-table (tests/test_campaign_pace.py); ``facts`` reads them: one ``GROUP BY state, reason`` over
-the campaign's scheduled and queued rows on the (campaign, state) index, then the standard
-queue's depth and the circuit breaker of each provider of its channel (Redis). The pace is one
-``GROUP BY`` minute over the rows sent in the last hour (``sent_at``).
+table (tests/test_campaign_pace.py); ``facts`` reads them: one ``GROUP BY reason`` over the
+campaign's scheduled rows and two counts of its queued ones (all, fed) on the (campaign, state)
+index, then the standard queue's depth and the circuit breaker of each provider of its channel
+(Redis). The pace is one ``GROUP BY`` minute over the rows sent in the last hour, on the
+(campaign, sent_at) index of sent rows.
 
 The reasons a campaign's rows wait (``Notification.reason`` of its ``scheduled`` rows):
 ``campaign-wave`` (a local-time wave), ``quiet-hours`` (the recipient's), ``sending-hours`` and
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min
 from django.db.models.functions import TruncMinute
 
 from backend.notifications.delivery import breaker
@@ -68,7 +69,7 @@ def minutes_sent(campaign: Campaign, now: datetime) -> list[Minute]:
         .annotate(minute=TruncMinute("sent_at"))
         .order_by()
         .values_list("minute")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("*"))  # not COUNT(id): with no column of the heap to read, an index-only scan
     )
     found = {minute.astimezone(UTC): n for minute, n in rows}
     return [Minute(at, found.get(at, 0)) for at in (first + timedelta(minutes=k) for k in range(PLOT_MINUTES))]
@@ -178,18 +179,13 @@ def _ready_but_held(facts: Facts) -> list[Reason]:
 
 def facts(campaign: Campaign) -> Facts:
     """The ``Facts`` of ``campaign`` now (PostgreSQL, then Redis; Redis unreachable leaves its facts out)."""
-    groups = (
-        Notification.objects.filter(campaign=campaign, state__in=(State.SCHEDULED, State.QUEUED))
-        .order_by()
-        .values_list("state", "reason")
-        .annotate(n=Count("pk"), at=Min("send_at"), unfed=Count("pk", filter=Q(queued_at__isnull=True)))
-    )
-    scheduled, unfed = {}, 0
-    for state, reason, n, at, not_fed in groups:
-        if state == State.SCHEDULED:
-            scheduled[reason] = (n, at)
-        else:
-            unfed += not_fed
+    rows = Notification.objects.filter(campaign=campaign).order_by()
+    waiting = rows.filter(state=State.SCHEDULED).values_list("reason").annotate(n=Count("pk"), at=Min("send_at"))
+    scheduled = {reason: (n, at) for reason, n, at in waiting}
+    # Queued minus fed, not a count of the unfed: those are most of a big campaign (200,000 rows read at each
+    # poll, 366 ms with its scheduled ones), the fed ones at most the queue's room (the sweeper's state index).
+    queued = rows.filter(state=State.QUEUED)
+    unfed = queued.count() - queued.filter(queued_at__isnull=False).count()
     paused_by = ""
     if campaign.state == Campaign.State.PAUSED:
         audit = campaign.audit.filter(action=CampaignAudit.Action.PAUSE).order_by("-at", "-pk").first()

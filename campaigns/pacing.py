@@ -24,8 +24,9 @@ Four optional fields of ``Campaign`` (all in the approved content hash when set,
   reason ``sending-hours``, for the next opening (``hours_open``, exact across DST); combined
   with the user's own quiet hours the later of the two wins (``fanout.send_timing``).
 
-The rules an author must keep (``pacing_problem``): one kind of spread, a window > 0, an
-``until`` in the future (after ``send_at``), a rate > 0 and ≤ the channel's budget, both
+The rules an author must keep (``pacing_problem``): one kind of spread, a window > 0 and at most
+``MAX_SPREAD_SECONDS``, an ``until`` in the future (after ``send_at``), a rate of at least one
+message an hour and ≤ the channel's budget, both
 sending-hours bounds or neither and not equal. A spread does not combine with sending hours
 (the per-row offset is worked out in SQL, the local window in Python per zone: a spread row
 could land outside the hours), nor ``spread_until`` with local-time waves (say "over N hours":
@@ -55,6 +56,11 @@ GOLDEN = 0.6180339887498949
 BURST_SECONDS = 2.0
 # Seconds of the rate a new or restarted clock hands over at once.
 RESTART_SECONDS = 1.0
+# The longest spread: what spread_seconds' PostgreSQL integer column holds (68 years); past it the save was a 500.
+MAX_SPREAD_SECONDS = 2**31 - 1
+# The slowest rate, messages/second: one an hour. Slower, the rate clock's 1/rate seconds and the pre-flight's
+# size/rate overflow a datetime (1e-300/s crashed submit, and would have crashed the feeder of every campaign).
+MIN_RATE = 1 / 3600
 
 
 def standard_budget(channel: str) -> float | None:
@@ -85,6 +91,8 @@ def _spread_problem(campaign: Campaign, now: datetime) -> tuple[str, str] | None
         return "spread_until", 'Spread either "over the next N hours" or "until" an instant, not both.'
     if seconds is not None and seconds <= 0:
         return "spread_seconds", "A spread window is longer than 0 seconds."
+    if seconds is not None and seconds > MAX_SPREAD_SECONDS:
+        return "spread_seconds", f"A spread window is at most {MAX_SPREAD_SECONDS:,} seconds (68 years)."
     if until is not None:
         if timezone.is_naive(until):
             return "spread_until", "The spread end (spread_until) needs a time zone (e.g. 2026-12-01T18:00:00Z)."
@@ -95,6 +103,8 @@ def _spread_problem(campaign: Campaign, now: datetime) -> tuple[str, str] | None
                 "spread_until",
                 'With local-time waves give the spread as "over the next N hours": each wave spreads over it.',
             )
+        if (until - (campaign.send_at or now)).total_seconds() > MAX_SPREAD_SECONDS:
+            return "spread_until", "The spread end (spread_until) is at most 68 years after the campaign starts."
     spread = seconds is not None or until is not None
     if spread and campaign.sending_hours_start is not None:
         return "spread_seconds", "A spread cannot be combined with sending hours: pick one of the two."
@@ -107,6 +117,8 @@ def _rate_problem(campaign: Campaign) -> tuple[str, str] | None:
         return None
     if not math.isfinite(rate) or rate <= 0:
         return "rate_per_second", "A rate is more than 0 messages a second."
+    if rate < MIN_RATE:
+        return "rate_per_second", "A rate is at least 1 message an hour."
     budget = standard_budget(campaign.channel)
     if budget is not None and rate > budget:
         return "rate_per_second", (

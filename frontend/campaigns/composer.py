@@ -436,8 +436,14 @@ def _live(composed: Composed) -> dict[str, Any]:
             "live_error": f"{composed.kind.name} has no approved template on {campaign.channel}: approve one first."
         }
     context: dict[str, Any] = {"previews": previews(composed.kind, campaign.template_versions, campaign.params)}
+    now = timezone.now()
+    # The expected end is worked out from the pacing: one it cannot keep (a rate of 1e-300/s) would overflow it.
+    unkept = pacing.pacing_problem(campaign, now)
+    if unkept:
+        context["live_error"] = f"No pre-flight yet: {unkept[1]}"
+        return context
     try:
-        figures = preflight(campaign, timezone.now())
+        figures = preflight(campaign, now)
     except (AudienceUnavailable, rendering.RenderError, pricing.PriceListError, actions.CampaignRefused) as exc:
         context["live_error"] = f"No pre-flight yet: {exc}"
         return context

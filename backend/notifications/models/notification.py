@@ -129,6 +129,14 @@ class Notification(models.Model):
             # Nothing more: B-tree deduplication folds a batch's identical (campaign, state) entries, which
             # any further column would undo (the support explorer lists a campaign by the UNIQUE scope, key).
             models.Index(fields=["campaign", "state"], name="notification_campaign_idx"),
+            # A running campaign's pace (sent per minute over the last hour, campaigns/pace.py), read at each
+            # 2 s poll of its page: 236 ms on a 1,000,000-row campaign through the sent_at BRIN (every row sent
+            # in the hour, any campaign's). Only sent rows: a fan-out's inserts (sent_at NULL) never touch it.
+            models.Index(
+                fields=["campaign", "sent_at"],
+                condition=Q(campaign__isnull=False, sent_at__isnull=False),
+                name="notification_campaign_sent_idx",
+            ),
             # The support explorer's search by a provider's reference alone (backend/support/search.py).
             models.Index(fields=["provider_ref"], condition=~Q(provider_ref=""), name="notification_ref_search_idx"),
         ]
