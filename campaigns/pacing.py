@@ -157,6 +157,21 @@ def describe(campaign: Campaign) -> str:
     return " · ".join(parts)
 
 
+def rate_words(per_second: float) -> str:
+    """A rate as a marketer reads it: ``50`` → "50 messages a second"; below 1 a second per hour.
+
+    ``500 / 3600`` → "500 messages an hour", not "0.138889 a second" (120 over 2 hours: "60 messages an hour").
+    """
+    if per_second >= 1:
+        return f"{_amount(per_second)} messages a second"
+    return f"{_amount(per_second * 3600)} messages an hour"
+
+
+def _amount(value: float) -> str:
+    """``1800`` → "1,800", ``16.667`` → "16.7", ``1.5`` → "1.5": three significant digits, whole from 100."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 # --- spread --------------------------------------------------------------------------------------
 
 
@@ -188,13 +203,18 @@ def spread_sql(base: str, id_column: str) -> str:
     return f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', {base}, printf('%%+.3f seconds', {offset}))"
 
 
-def expected_pace(campaign: Campaign, waves: list[dict], budget: float | None) -> tuple[float | None, str | None]:
+def expected_pace(
+    campaign: Campaign, waves: list[dict], budget: float | None, zones: Mapping[str, int] | None = None
+) -> tuple[float | None, str | None]:
     """The pre-flight's ``rate_per_second`` and ``expected_end`` (ISO 8601 Z) for ``waves`` (pre-flight wave dicts).
 
     Each wave goes at its spread's pace (size / window), else at the campaign's rate, both capped
     at the rate it may be fed (its own, else ``budget``); the rate is the fastest wave's, the end
     the last wave's. None for either when no rate bounds it (no spread, no rate, no budget).
-    Sending hours and quiet hours are not counted: the page says when rows wait for them.
+    With sending hours, ``zones`` (recipients per IANA zone) splits each wave by zone: a zone
+    outside the hours at its wave starts when they open there (``hours_open``), and the parts are
+    fed one after the other at the rate, so the end is when the last zone's part is through
+    (a window that closes before its part is through is not counted). Quiet hours are not counted.
     """
     cap = min((r for r in (campaign.rate_per_second, budget) if r is not None), default=None)
     rates, ends = [], []
@@ -209,10 +229,24 @@ def expected_pace(campaign: Campaign, waves: list[dict], budget: float | None) -
         if rate is None:
             return None, None
         rates.append(rate)
-        ends.append(at + timedelta(seconds=wave["size"] / rate))
+        ends.append(_wave_end(campaign, wave, at, rate, zones))
     if not rates:
         return None, None
-    return round(max(rates), 3), max(ends).astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return round(max(rates), 6), max(ends).astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _wave_end(campaign: Campaign, wave: dict, at: datetime, rate: float, zones: Mapping[str, int] | None) -> datetime:
+    """When ``wave`` (starting ``at``, fed at ``rate``/s) is through, its zones waiting for the sending hours."""
+    start, end = campaign.sending_hours_start, campaign.sending_hours_end
+    if start is None or end is None or not zones:
+        return at + timedelta(seconds=wave["size"] / rate)
+    parts = sorted(
+        (hours_open(at, zone, start, end) or at, zones[zone]) for zone in wave["zones"] if zones.get(zone)
+    )  # fmt: skip
+    through = at
+    for opens, size in parts:
+        through = max(through, opens) + timedelta(seconds=size / rate)
+    return through
 
 
 # --- sending hours -------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def preflight(campaign: Campaign, now: datetime) -> dict[str, Any]:
     will_send = sum(g.count for g in sending)
     wave_list = _waves(campaign, now, sending, will_send)
     budget = standard_budget(campaign.channel)
-    rate, expected_end = pacing.expected_pace(campaign, wave_list, budget)
+    rate, expected_end = pacing.expected_pace(campaign, wave_list, budget, _zone_sizes(sending))
     return {
         "computed_at": iso_z(now),
         "audience": sum(g.count for g in groups),
@@ -204,10 +204,16 @@ def _valid_in(region: str, code: int, national: str, length: int) -> bool:
     return phonenumbers.is_valid_number_for_region(number, region)
 
 
-def _waves(campaign: Campaign, now: datetime, sending: list[Group], will_send: int) -> list[dict[str, Any]]:
+def _zone_sizes(sending: list[Group]) -> Counter[str]:
+    """Recipients who will be sent, per IANA time zone."""
     zones = Counter[str]()
     for group in sending:
         zones[group.time_zone] += group.count
+    return zones
+
+
+def _waves(campaign: Campaign, now: datetime, sending: list[Group], will_send: int) -> list[dict[str, Any]]:
+    zones = _zone_sizes(sending)
     if campaign.schedule_mode == ScheduleMode.LOCAL_TIME and campaign.local_time is not None:
         return [wave.as_dict() for wave in waves(campaign.local_time, now, dict(zones))]
     at = campaign.send_at if campaign.schedule_mode == ScheduleMode.AT and campaign.send_at else now

@@ -1,6 +1,6 @@
 """The running page's pace and why-waiting (campaigns/pace.py): a table of facts → reasons, the pace by the minute."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import pytest
 import time_machine
@@ -45,7 +45,12 @@ WHY = [
     (
         "its own rate while the queue has room",
         Facts(state=RUNNING, unfed=40, queue_depth=3, queue_limit=100, rate_per_second=50.0),
-        [("rate", "Held to its rate of 50 a second: 40 wait their turn.")],
+        [("rate", "Held to its rate of 50 messages a second: 40 wait their turn.")],
+    ),
+    (
+        "a rate per hour is said per hour",
+        Facts(state=RUNNING, unfed=28, queue_depth=3, queue_limit=100, rate_per_second=500 / 3600),
+        [("rate", "Held to its rate of 500 messages an hour: 28 wait their turn.")],
     ),
     (
         "nothing ready: neither budget nor rate nor breaker",
@@ -144,6 +149,31 @@ def test_the_pace_counts_each_minute_of_the_last_hour_and_expects_the_end_at_it(
     ]  # fmt: skip
     assert going.per_minute == pytest.approx(4 / 2.5)  # 4 since 09:58:00, 2.5 minutes ago
     assert going.expected_end == NOW + timedelta(minutes=5 / (4 / 2.5))
+
+
+def test_rows_waiting_for_later_push_the_expected_end_to_the_last_of_them(running, client, marketer):
+    rows = list(Notification.objects.filter(campaign=running).order_by("pk").values_list("pk", flat=True))
+    Notification.objects.filter(pk__in=rows[5:]).update(state=State.SCHEDULED, reason="sending-hours", send_at=AT)
+    sent_at(running, NOW - timedelta(seconds=20), NOW - timedelta(seconds=10))
+
+    assert pace.pace(running, remaining=8, now=NOW, last_scheduled=pace.last_scheduled(running)).expected_end == AT
+    with time_machine.travel(NOW, tick=False):
+        html = client_as(client, marketer).get(f"/campaigns/{running.pk}/progress").content.decode()
+    assert '<span id="expected-end"><time datetime="2026-12-01T14:30:00+00:00">2026-12-01 14:30 UTC</time>' in html
+    assert 'id="progress-eta"' not in html  # one end, not an ETA that forgets the rows waiting for 14:30
+
+
+def test_the_page_names_the_campaigns_pace(client, demo_data, marketer, approver):
+    campaign = submitted(marketer, rate_per_second=500 / 3600, sending_hours_start=time(9), sending_hours_end=time(20))
+    html = client_as(client, marketer).get(f"/campaigns/{campaign.pk}/").content.decode()
+
+    expected = "at most 500 messages/h · sending hours 09:00–20:00 in each recipient&#x27;s local time"
+    assert f'<dt>Pace</dt><dd id="campaign-pacing">{expected}</dd>' in html
+
+
+def client_as(client, user):
+    client.force_login(user)
+    return client
 
 
 def test_a_paused_campaign_has_no_expected_end(running, marketer):

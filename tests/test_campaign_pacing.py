@@ -383,7 +383,7 @@ def test_a_campaign_over_10_minutes_to_3000_recipients_sends_about_300_a_minute(
 def test_a_spread_until_an_instant_counts_from_the_start(three_thousand, marketer, approver):
     with time_machine.travel(SPREAD_START, tick=False):
         campaign = submitted(marketer, segment=three_thousand, spread_until=SPREAD_START + timedelta(minutes=30))
-        assert campaign.preflight["rate_per_second"] == round(3000 / 1800, 3)
+        assert campaign.preflight["rate_per_second"] == round(3000 / 1800, 6)
         actions.approve(campaign, approver, campaign.content_hash)
         fanout.tick()
 
@@ -601,6 +601,70 @@ def test_a_marketer_composes_a_paced_campaign_and_the_approver_reads_its_pace(cl
     expected = "at most 1800 messages/h · sending hours 09:00–20:00 in each recipient&#x27;s local time"
     assert f'<dd id="review-pacing">{expected}</dd>' in page
     assert report.gather(campaign).pacing == expected.replace("&#x27;", "'")
+
+
+@pytest.mark.django_db
+def test_the_expected_end_waits_for_each_zones_sending_hours(demo_data):
+    # 00:25 UTC: New York (19:25) is inside 09:00–20:00 and goes at once; Tehran (+03:30) opens at 05:30 UTC,
+    # Riyadh (+03) at 06:00, Berlin (+01) at 08:00. 30 each at 500 an hour take 216 s: the last part ends 08:03:36.
+    campaign = Campaign(rate_per_second=500 / 3600, sending_hours_start=time(9), sending_hours_end=time(20))
+    zones = {"America/New_York": 30, "Asia/Tehran": 30, "Asia/Riyadh": 30, "Europe/Berlin": 30}
+    wave = {"at": "2026-12-01T00:25:00Z", "utc_offset": "UTC+00:00", "zones": sorted(zones), "size": 120}
+
+    rate, end = pacing.expected_pace(campaign, [wave], None, zones)
+
+    assert (rate, end) == (0.138889, "2026-12-01T08:03:36Z")
+    assert pacing.expected_pace(campaign, [wave], None) == (0.138889, "2026-12-01T00:39:24Z")  # no zones: at once
+
+
+@pytest.mark.django_db
+def test_the_live_preflight_says_a_slow_pace_per_hour_and_a_conflict_at_once(client, marketer, demo_data):
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    client.force_login(marketer)
+    paced = form(list_segment(name="Spread"), kind="promo", channel="email", spread_hours="2", param_order=None,
+                 param_percent="20")  # fmt: skip
+    with time_machine.travel(NOW, tick=False):
+        page = client.post(PREFLIGHT, paced, headers={"HX-Request": "true"}).content.decode()
+        both = client.post(PREFLIGHT, {**paced, "sending_hours_start": "09:00", "sending_hours_end": "20:00"},
+                           headers={"HX-Request": "true"}).content.decode()  # fmt: skip
+
+    assert "Expected pace <strong>1.5 messages an hour</strong>, done by <strong>2026-12-01 10:00 UTC</strong>" in page
+    assert 'id="pf-pacing-problem"' not in page
+    conflict = "A spread cannot be combined with sending hours: pick one of the two."
+    assert f'<p class="tpl-error" role="alert" id="pf-pacing-problem">{conflict}</p>' in both
+
+
+@pytest.mark.django_db
+def test_a_paced_preflight_does_not_also_promise_the_budgets_duration(client, marketer, demo_data, budget_35):
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    client.force_login(marketer)
+    segment = list_segment(name="Push")
+    fast, slow = (
+        form(segment, kind="promo", channel="push", rate=rate, param_order=None, param_percent="20")
+        for rate in ("", "0.5")
+    )
+    with time_machine.travel(NOW, tick=False):
+        pages = [client.post(PREFLIGHT, data, headers={"HX-Request": "true"}).content.decode() for data in (fast, slow)]
+
+    assert 'id="pf-duration">Expected duration' in pages[0]
+    assert "Expected pace <strong>1,800 messages an hour</strong>" in pages[1] and 'id="pf-duration"' not in pages[1]
+
+
+@pytest.mark.django_db
+def test_a_rate_per_hour_reopens_per_hour_and_saving_it_unchanged_keeps_it(client, marketer, demo_data):
+    client.force_login(marketer)
+    client.post(NEW, form(list_segment(name="Slow"), rate="500", rate_unit="hour"))
+    campaign = Campaign.objects.get()
+
+    page = client.get(f"/campaigns/{campaign.pk}/edit").content.decode()
+
+    assert 'name="rate" class="tpl-input" min="0" step="any" value="500"' in page
+    assert '<option value="hour" selected>hour</option>' in page
+    client.post(f"/campaigns/{campaign.pk}/edit", form(campaign.segment, rate="500", rate_unit="hour"))
+    campaign.refresh_from_db()
+    assert campaign.rate_per_second * 3600 == pytest.approx(500, abs=1e-9)
 
 
 @pytest.mark.django_db

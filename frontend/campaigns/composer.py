@@ -147,16 +147,30 @@ def _values_of(campaign: Campaign | None) -> dict[str, str]:
 
 
 def _pacing_values(campaign: Campaign, zone: str) -> dict[str, str]:
-    """The pacing inputs of a stored campaign: the spread in hours, the rate per second."""
+    """The pacing inputs of a stored campaign: the spread in hours, the rate per second (per hour below 1 a second)."""
     hours = campaign.spread_seconds / 3600 if campaign.spread_seconds is not None else None
+    rate, unit = _rate_input(campaign.rate_per_second)
     return {
         "spread_hours": f"{hours:g}" if hours is not None else "",
         "spread_until": _local_input(campaign.spread_until, zone),
-        "rate": f"{campaign.rate_per_second:g}" if campaign.rate_per_second is not None else "",
-        "rate_unit": "second",
+        "rate": rate,
+        "rate_unit": unit,
         "sending_hours_start": _wall_input(campaign.sending_hours_start),
         "sending_hours_end": _wall_input(campaign.sending_hours_end),
     }
+
+
+def _rate_input(per_second: float | None) -> tuple[str, str]:
+    """The composer's rate and unit for ``per_second``: "500" per hour, not "0.138889" per second.
+
+    Below 1 a second the rate was given per hour (as ``pacing.describe`` says it); shown per
+    second it would be cut to 6 digits and saving the form unchanged would move the rate (and the hash).
+    """
+    if per_second is None:
+        return "", "second"
+    if per_second < 1:
+        return f"{round(per_second * RATE_UNITS['hour'], 6):g}", "hour"
+    return f"{per_second:g}", "second"
 
 
 def _wall_input(value: time | None) -> str:
@@ -448,6 +462,9 @@ def _live(composed: Composed) -> dict[str, Any]:
         context["live_error"] = f"No pre-flight yet: {exc}"
         return context
     context["figures"] = display(figures)
+    problem = pacing.pacing_problem(campaign, timezone.now())
+    # Said as the form changes, not only when it is saved (a spread with sending hours, a rate over the budget).
+    context["pacing_problem"] = problem[1] if problem else ""
     context["previews"] = [p for p in context["previews"] if p.language in figures["languages"]] or context["previews"]
     return context
 
@@ -471,6 +488,10 @@ def display(figures: dict[str, Any]) -> dict[str, Any]:
     ]
     end = figures.get("expected_end")  # absent from a pre-flight frozen before pacing
     shown["expected_end_label"] = datetime.fromisoformat(end).strftime("%Y-%m-%d %H:%M UTC") if end else ""
+    rate, budget = figures.get("rate_per_second"), figures.get("budget_per_second")
+    shown["rate_label"] = pacing.rate_words(rate) if rate else ""
+    # Held below the budget by its spread or rate: the budget's duration would contradict the expected end.
+    shown["paced"] = bool(rate and budget and rate < budget)
     seconds = figures.get("duration_seconds")
     shown["duration_label"] = _duration(seconds) if seconds is not None else ""
     return shown

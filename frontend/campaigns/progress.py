@@ -39,7 +39,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Channel, Notification, State
-from campaigns import actions, ledger, pace
+from campaigns import actions, ledger, pace, pacing
 from campaigns.models import Campaign, Origin, ScheduleMode
 from frontend.campaigns.views import spreadsheet_text
 from frontend.editor.views import _answer, staff_only
@@ -198,7 +198,8 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
     split = progress.ledger.cancel
     final = campaign.state in actions.FINAL_STATES
     started = campaign.state in STARTED_STATES
-    going = pace.pace(campaign, progress.will_send - progress.done, timezone.now()) if started else None
+    remaining = progress.will_send - progress.done
+    going = pace.pace(campaign, remaining, timezone.now(), pace.last_scheduled(campaign)) if started else None
     return {
         "campaign": campaign,
         "progress": progress,
@@ -232,7 +233,11 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
 def detail(request: HttpRequest, pk: int) -> HttpResponse:
     """The campaign page: state, live progress, the ledger once cancelled, the buttons, the audit timeline."""
     campaign = _campaign(pk)
-    context = {**_context(request, campaign), "derived": list(campaign.derived.order_by("pk"))}
+    context = {
+        **_context(request, campaign),
+        "derived": list(campaign.derived.order_by("pk")),
+        "pacing": pacing.describe(campaign),
+    }
     return _answer(render(request, "frontend/campaigns/detail.html", context))
 
 
