@@ -23,7 +23,6 @@ from functools import cache
 
 from django.conf import settings
 from django.db import connection
-from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.models import Model
 
 from backend.notifications import policy, rendering
@@ -37,15 +36,13 @@ from backend.notifications.models import (
     State,
     TemplateVersion,
 )
+from backend.notifications.prepared import prepared_cursor
 
 VersionFor = Callable[[Kind, str, str], TemplateVersion | None]
 _MODELS = (Kind, Recipient, TemplateVersion)
 # Seconds subtracted from the campaign events' lower bound in SQL: the exact bound is applied in
 # Python (``policy._rate_plan`` keeps events after it), so SQL only has to return a superset.
 _SLACK_SECONDS = 1
-# psycopg's automatic preparation threshold once a statement was prepared here: never reached by
-# any other statement, so only those asked for explicitly are prepared.
-_PREPARE_THRESHOLD = 2**31
 
 
 def _position(meta, name: str) -> int:
@@ -123,27 +120,6 @@ def _instance(model: type[Model], values: tuple):
     return model.from_db(connection.alias, names, converted)
 
 
-class _PreparingCursor(ServerBindingCursor):
-    """A psycopg cursor that binds on the server and prepares each statement once per connection.
-
-    PostgreSQL planned the statement on every send, at about 0.6 ms four times the cost of running
-    it. Django binds on the client, where nothing can be prepared, and turns psycopg's preparation
-    off (``prepare_threshold`` None, for connection poolers in transaction mode, which this
-    deployment does not use): this cursor turns it on for the connection, where it concerns only
-    cursors like this one (Django's never prepare), and asks for it explicitly.
-    """
-
-    def execute(self, query, params=None, **kwargs):
-        if self.connection.prepare_threshold is None:
-            self.connection.prepare_threshold = _PREPARE_THRESHOLD
-        return super().execute(query, params, prepare=True, **kwargs)
-
-    def _send_query_prepared(self, name, pgq, **kwargs) -> None:
-        # psycopg keeps no query text for a prepared run; Django's query log reads it (last_executed_query).
-        self._query = pgq
-        super()._send_query_prepared(name, pgq, **kwargs)
-
-
 def _widest_windows() -> tuple[list[str], list[float]]:
     """Per category with rate limits, the seconds of its widest window (every window, as ``_rate_plan`` bounds)."""
     limits = settings.NOTIFY["RATE_LIMITS"]
@@ -158,8 +134,8 @@ def _read(kind_name: str, user_id: str, now: datetime) -> list[tuple]:
         "kind": kind_name, "user_id": user_id, "now": now, "categories": categories, "seconds": seconds,
         "standard": Priority.STANDARD, "suppressed": State.SUPPRESSED, "approved": TemplateVersion.Status.APPROVED,
     }  # fmt: skip
-    with connection.cursor() as cursor:
-        cursor.cursor = _PreparingCursor(connection.connection)
+    # Prepared: PostgreSQL planned it on every send, at four times the cost of running it.
+    with prepared_cursor() as cursor:
         cursor.execute(_statement(), params)
         return cursor.fetchall()
 

@@ -29,6 +29,7 @@ from django.db.models import Field, JSONField
 from django.utils import timezone
 
 from backend.notifications.models import Notification, StateChange
+from backend.notifications.prepared import prepared_cursor
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,8 @@ def _insert_postgresql(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, S
     )
     ids = [prepared.notification.pk for prepared in rows]
     reasons = [prepared.history_reason for prepared in rows]
-    with connection.cursor() as cursor:
+    # Prepared: the same text whatever the number of rows, planned once per connection (prepared.py).
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [*arrays, now, ids, reasons])
         returned = cursor.fetchall()
     by_id = {prepared.notification.pk: prepared for prepared in rows}
