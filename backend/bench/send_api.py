@@ -3,7 +3,7 @@
 Run it with ``bin/bench send_api [--seconds 10] [--connections 64] [--batches 30]``: bin/bench
 starts a throwaway PostgreSQL and Redis, migrates and loads the demo data; this script then adds
 ``--recipients`` customers (so no user's rate limit is reached), issues an API key, starts the web
-tier exactly as deploy/Procfile's ``web`` line does (uvicorn workers, ``DATABASE_POOL=1``), and
+tier exactly as deploy/Procfile's ``web`` line does (granian workers, ``DATABASE_POOL=1``), and
 drives it from an aiohttp client with ``--connections`` keep-alive connections:
 
 1. ``GET /healthz`` for ``--seconds``: the web tier's ceiling on this machine (no database);
