@@ -23,6 +23,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 
 from django.db import connection, transaction
 from django.db.models import Field, JSONField
@@ -78,20 +79,26 @@ def _columns() -> tuple[list[Field], str, str]:
     return fields, insert, conflict
 
 
-def _insert_postgresql(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, StateChange]:
+@cache
+def _insert_postgresql_sql() -> str:
+    """The one statement of ``_insert_postgresql`` (built once: the column types cost a third of a ms a send)."""
     fields, insert, conflict = _columns()
-    quote = connection.ops.quote_name
-    history = StateChange._meta.db_table
-    arrays = [
-        [_array_item(field, field.pre_save(prepared.notification, add=True)) for prepared in rows] for field in fields
-    ]
     casts = ", ".join(f"%s::{field.db_type(connection)}[]" for field in fields)
-    sql = (
+    return (
         f"WITH new AS ({insert} SELECT * FROM unnest({casts}) {conflict} RETURNING id, state) "
-        f"INSERT INTO {quote(history)} (notification_id, from_state, to_state, reason, at) "
+        f"INSERT INTO {connection.ops.quote_name(StateChange._meta.db_table)} "
+        "(notification_id, from_state, to_state, reason, at) "
         "SELECT new.id, '', new.state, r.reason, %s FROM new JOIN unnest(%s::uuid[], %s::varchar[]) AS r(id, reason) "
         "ON r.id = new.id RETURNING id, notification_id"
     )
+
+
+def _insert_postgresql(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, StateChange]:
+    fields = Notification._meta.concrete_fields
+    arrays = [
+        [_array_item(field, field.pre_save(prepared.notification, add=True)) for prepared in rows] for field in fields
+    ]
+    sql = _insert_postgresql_sql()
     ids = [prepared.notification.pk for prepared in rows]
     reasons = [prepared.history_reason for prepared in rows]
     # Prepared: the same text whatever the number of rows, planned once per connection (prepared.py).
