@@ -62,7 +62,7 @@ def _statement() -> str:
     def col(meta, name: str) -> str:
         return q(meta.get_field(name).column)
 
-    preference, device, notification = Preference._meta, Device._meta, Notification._meta
+    preference, device, n = Preference._meta, Device._meta, Notification._meta
     choices = (
         f"FROM {q(preference.db_table)} p WHERE p.{col(preference, 'recipient')} = r.{col(recipient, 'id')} "
         f"AND p.{col(preference, 'kind')} = k.{col(kind, 'id')} ORDER BY p.{col(preference, 'channel')}"
@@ -70,7 +70,6 @@ def _statement() -> str:
     kind_id = f"base.k{_position(kind, 'id')}"
     language = f"base.r{_position(recipient, 'language')}"
     default_language = f"base.k{_position(kind, 'default_language')}"
-    n = notification
     return (
         "WITH base AS MATERIALIZED (SELECT "
         f"{columns(kind, 'k', 'k')}, {columns(recipient, 'r', 'r')}, "
