@@ -1,4 +1,4 @@
-"""ASGI middleware: an HTTP request body larger than ``MAX_REQUEST_BODY`` bytes gets 413, before Django reads it.
+"""ASGI and WSGI middleware: a request body larger than ``MAX_REQUEST_BODY`` bytes gets 413 before Django reads it.
 
 A declared ``Content-Length`` above the cap is refused without reading the body at all; a body
 without one (chunked) is counted as it is received and refused once it passes the cap, so Django
@@ -11,10 +11,14 @@ when daphne is reached directly (the embedded demo) and answers JSON the API's c
 
 ``per_path`` raises the cap for exact paths only (the segment CSV upload: 20 MB and room for the
 multipart framing); every other path keeps ``limit``.
+
+``BodyLimit`` wraps the ASGI application (daphne: /ws/ and the embedded demo), ``WSGIBodyLimit`` the
+WSGI one (the web tier's HTTP, ``backend/web.py``).
 """
 
+import io
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -32,10 +36,13 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
+def _refusal(limit: int) -> bytes:
+    message = f"The request body may be at most {limit} bytes."
+    return json.dumps({"error": "body_too_large", "message": message}).encode()
+
+
 async def _refuse(send: Send, limit: int) -> None:
-    body = json.dumps(
-        {"error": "body_too_large", "message": f"The request body may be at most {limit} bytes."}
-    ).encode()
+    body = _refusal(limit)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 413, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -78,3 +85,53 @@ class BodyLimit:
         except BodyTooLarge:
             if not started:
                 await _refuse(send, limit)
+
+
+class WSGIBodyLimit:
+    """``BodyLimit`` for a WSGI application (the web tier's, ``backend/web.py``): the same caps and 413 answer.
+
+    A declared ``Content-Length`` above the cap is refused without reading the body. A chunked body
+    (no ``Content-Length``) is read here up to one byte past the cap: refused when it passes it,
+    else handed on whole with its length declared, since Django reads no body without one.
+    """
+
+    def __init__(self, app: Callable, limit: int, per_path: dict[str, int] | None = None):
+        self.app = app
+        self.limit = limit
+        self.per_path = dict(per_path or {})
+
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        limit = self.per_path.get(environ.get("PATH_INFO", ""), self.limit)
+        declared = environ.get("CONTENT_LENGTH") or ""
+        if declared.isdigit():
+            if int(declared) > limit:
+                return _refused(start_response, limit)
+        elif environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked":
+            body = environ["wsgi.input"].read(limit + 1)
+            if len(body) > limit:
+                return _refused(start_response, limit)
+            environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
+        return self.app(environ, start_response)
+
+
+def _refused(start_response: Callable, limit: int) -> list[bytes]:
+    body = _refusal(limit)
+    start_response(
+        "413 Request Entity Too Large", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    )
+    return [body]
+
+
+def upload_limits() -> dict[str, int]:
+    """The paths with caps of their own: the segment CSV upload takes up to ``SEGMENT_UPLOAD_MAX_BODY``
+    (nginx has a matching location); the delivery-receipt webhooks, open to anyone who can reach
+    them, take far less (receipts/views.py). Needs the URLconf loaded.
+    """
+    from django.conf import settings
+    from django.urls import reverse
+
+    return {
+        reverse("frontend:segment-upload"): settings.SEGMENT_UPLOAD_MAX_BODY,
+        reverse("receipts:twilio"): settings.NOTIFY["WEBHOOK_MAX_BODY"],
+        reverse("receipts:vonage"): settings.NOTIFY["WEBHOOK_MAX_BODY"],
+    }

@@ -1,4 +1,4 @@
-"""WSGI entry point (management tools and tests; production serves ASGI through daphne)."""
+"""WSGI entry point of Django alone (runserver, tools); the HTTP web tier serves backend/web.py around it."""
 
 import os
 

@@ -45,6 +45,25 @@ class Processes:
         wait_until(lambda: _answers(f"{url}/healthz"), 30, "daphne to answer")
         return url
 
+    def start_procfile_web(self) -> str:
+        """Run deploy/Procfile's ``web`` line (the HTTP web tier) on a free port; its base URL once it answers."""
+        from backend.stubs.smtp_sink import free_port
+
+        port = free_port()
+        line = next(line for line in (ROOT / "deploy" / "Procfile").read_text().splitlines() if line.startswith("web:"))
+        env = {**self.env, "WEB_PORT": str(port), "WEB_CONCURRENCY": "1", "PATH": _with_venv_bin(self.env)}
+        process = subprocess.Popen(
+            ["sh", "-c", f"exec {line.split(':', 1)[1].strip()}"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.running.append(process)
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: _answers(f"{url}/healthz"), 30, "the web tier to answer")
+        return url
+
     def _spawn(self, *argv: str) -> subprocess.Popen:
         process = subprocess.Popen(
             argv,
@@ -70,6 +89,11 @@ class Processes:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def _with_venv_bin(env: dict[str, str]) -> str:
+    """PATH with this interpreter's bin folder first, where the Procfile's commands (granian, daphne) live."""
+    return os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
 
 
 def worker_env(smtp_port: int, **extra: str) -> dict[str, str]:

@@ -360,11 +360,12 @@ def test_the_202_says_queued_even_when_a_worker_claimed_the_row_first(send, monk
     assert Notification.objects.get(pk=body["id"]).state == State.SENT
 
 
-def test_a_send_costs_six_queries_and_one_write(send):
-    """Kind, user, preferences, template, campaign rows for the rate limit, then one INSERT of row and history."""
+def test_a_send_costs_one_read_and_one_write(send):
+    """Kind, user, preferences, template and campaign rows in one SELECT, then one INSERT of row and history."""
     send(SHIPPED, key="warm-up")  # the API key's lookup and its last_used_at, then cached for seconds
     with CaptureQueriesContext(connection) as queries:
         assert send({**SHIPPED, "params": {"order": "5013"}}, key="order-5013-shipped").status_code == 202
     statements = [q["sql"] for q in queries.captured_queries]
-    assert len(statements) == 6
-    assert [s.split()[0] for s in statements] == ["SELECT"] * 5 + ["WITH"]
+    assert len(statements) == 2
+    assert [s.split()[0] for s in statements] == ["WITH"] * 2
+    assert "INSERT" not in statements[0] and "INSERT" in statements[1]

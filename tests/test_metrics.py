@@ -53,7 +53,7 @@ def test_without_a_token_only_this_host_may_scrape(client, settings):
 
 
 def test_without_a_token_a_forwarded_request_is_refused_even_from_loopback(client, settings):
-    """uvicorn (--forwarded-allow-ips=*) and daphne (--proxy-headers) take REMOTE_ADDR from X-Forwarded-For of
+    """The web tier (FORWARDED_ALLOW_IPS=*) and daphne (--proxy-headers) take REMOTE_ADDR from X-Forwarded-For of
     anyone who reaches their port, e.g. another container on the compose network: "127.0.0.1" must not pass."""
     settings.METRICS_TOKEN = ""
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="127.0.0.1").status_code == 403

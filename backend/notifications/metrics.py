@@ -177,7 +177,7 @@ def _allowed(request: HttpRequest) -> int:
         ok = scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
         return 200 if ok else 401
     if "X-Forwarded-For" in request.headers:
-        # uvicorn (--forwarded-allow-ips=*) and daphne (--proxy-headers) made REMOTE_ADDR of a header that
+        # The web tier (FORWARDED_ALLOW_IPS=*) and daphne (--proxy-headers) made REMOTE_ADDR of a header that
         # whoever reaches their port writes: "127.0.0.1" from another container would pass as this host.
         return 403
     try:

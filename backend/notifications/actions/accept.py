@@ -5,10 +5,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from backend.notifications import idempotency, masking, policy, rendering
+from backend.notifications.actions import accept_reads
 from backend.notifications.actions.accept_rows import Prepared, insert_accepted
 from backend.notifications.actions.transitions import enqueue_on_commit, record_state_change
 from backend.notifications.models import (
@@ -107,10 +108,20 @@ def known(request: SendRequest, kind: Kind | None, recipient: Recipient | None) 
     return kind, recipient
 
 
-def _lookup(request: SendRequest) -> tuple[Kind, Recipient]:
+def _lookup(
+    request: SendRequest, now: datetime
+) -> tuple[Kind, Recipient, policy.Facts | None, Callable[[Kind, str, str], TemplateVersion | None]]:
+    """The request's kind and recipient (``AcceptError`` when unknown), the policy's facts and the version choice.
+
+    On PostgreSQL one statement reads them all (``accept_reads``); elsewhere the kind and the
+    recipient are read here and the checks query the rest themselves (facts None).
+    """
+    if connection.vendor == "postgresql":
+        kind, recipient, facts, version_for = accept_reads.load(request.kind, request.user_id, now)
+        return (*known(request, kind, recipient), facts, version_for)
     kind = Kind.objects.filter(name=request.kind).first()
     recipient = kind and Recipient.objects.filter(user_id=request.user_id).first()
-    return known(request, kind, recipient)
+    return (*known(request, kind, recipient), None, rendering.select_version)
 
 
 def _check_declared_lengths(kind: Kind, params: dict) -> None:
@@ -235,10 +246,10 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         original = _original(request, scope)
         if original is not None:
             return Accepted(original, duplicate=True)
-    kind, recipient = _lookup(request)
-    checked = check(request, kind, recipient)
     now = timezone.now()
-    decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now)
+    kind, recipient, facts, version_for = _lookup(request, now)
+    checked = check(request, kind, recipient, facts, version_for)
+    decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now, facts)
     prepared = build(request, client, kind, recipient, checked, decision, now)
     change = _store(prepared) if prepared.digest_at is None else _store_with_digest(prepared)
     if change is None:
