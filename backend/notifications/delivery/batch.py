@@ -130,11 +130,8 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
     Ids no longer queued are skipped, as by ``dispatch.deliver``. Raises only what the database or
     an unexpected bug raises; a claimed row left behind then is the lease's and the sweeper's.
     """
-    rows = list(
-        Notification.objects.select_related("kind", "recipient", "template_version").filter(
-            pk__in=id_set(list(ids)), state=State.QUEUED
-        )
-    )
+    rows = list(Notification.objects.select_related("recipient").filter(pk__in=id_set(list(ids)), state=State.QUEUED))
+    _attach_shared(rows, ("kind", "template_version"))
     items, single = _split(rows)
     by_provider: dict[str, list[Item]] = {}
     for item in items:
@@ -143,6 +140,22 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
         _deliver_group(group, tier, caller)
     for notification in single:
         dispatch.deliver(str(notification.pk))
+
+
+def _attach_shared(rows: list[Notification], names: tuple[str, ...]) -> None:
+    """Give ``rows`` their related ``names`` (foreign keys), one instance per distinct row read in one query each.
+
+    A batch's rows share a few kinds and template versions: joined, each row built its own
+    instances of both (with their timestamps parsed), about a tenth of a batch's CPU.
+    """
+    for name in names:
+        field = Notification._meta.get_field(name)
+        keys = {getattr(row, field.attname) for row in rows} - {None}
+        related = field.related_model.objects.in_bulk(keys) if keys else {}
+        for row in rows:
+            key = getattr(row, field.attname)
+            if key is not None:
+                field.set_cached_value(row, related[key])
 
 
 def id_set(ids: list[str]) -> list[str] | RawSQL:
