@@ -346,7 +346,9 @@ def _send_wave(wave: list[Item], caller: Caller) -> bool:
 def _start_attempts(wave: list[Item], provider: str) -> None:
     """Count the wave's attempts and write their rows before any call (a crash leaves them without a result)."""
     now = timezone.now()
-    Notification.objects.filter(pk__in=id_set([item.id for item in wave])).update(attempt_count=F("attempt_count") + 1)
+    ids = [item.id for item in wave]
+    if connection.vendor != "postgresql":
+        Notification.objects.filter(pk__in=ids).update(attempt_count=F("attempt_count") + 1)
     rows = []
     for item in wave:
         notification = item.notification
@@ -357,7 +359,17 @@ def _start_attempts(wave: list[Item], provider: str) -> None:
             {"notification_id": notification.pk, "number": notification.attempt_count, "provider": provider,
              "device_id": device.pk if device else None, "started_at": now, **sms}
         )  # fmt: skip
-    for item, attempt_id in zip(wave, insert_rows(Attempt, rows, returning="id"), strict=True):
+    if connection.vendor == "postgresql":
+        # The count and the rows in one statement (a CTE): one round trip for both.
+        table = connection.ops.quote_name(Notification._meta.db_table)
+        count = f"UPDATE {table} SET attempt_count = attempt_count + 1 WHERE id = ANY(%s::uuid[])"
+        sql, params = insert_statement(Attempt, rows, returning="id")
+        with connection.cursor() as cursor:
+            cursor.execute(f"WITH counted AS ({count}) {sql}", [key_array(ids), *params])
+            attempt_ids = [row[0] for row in cursor.fetchall()]
+    else:
+        attempt_ids = insert_rows(Attempt, rows, returning="id")
+    for item, attempt_id in zip(wave, attempt_ids, strict=True):
         item.attempt_id = attempt_id
 
 
@@ -403,11 +415,29 @@ def _move(
     fields = {**fields, "state": to_state, "updated_at": timezone.now()}
     if reason is not None:
         fields["reason"] = reason
+    where = ("state", from_state)
+    if connection.vendor == "postgresql":
+        # One statement, its history in a CTE: a round trip instead of four (BEGIN, UPDATE, INSERT, COMMIT).
+        sql, params = update_statement(Notification, ids, fields, per_row, where, returning)
+        history, history_params = _history_sql(from_state, to_state, reason or "")
+        with connection.cursor() as cursor:
+            statement = f"WITH moved AS ({sql}), history AS ({history}) SELECT * FROM moved"
+            cursor.execute(statement, params + history_params)
+            return {str(row[0]): (row[1] if returning else None) for row in cursor.fetchall()}
     with transaction.atomic():
-        rows = update_rows(Notification, ids, fields, per_row, where=("state", from_state), returning=returning)
+        rows = update_rows(Notification, ids, fields, per_row, where, returning)
         moved = {str(row[0]): (row[1] if returning else None) for row in rows}
         _insert_history(list(moved), from_state, to_state, reason or "")
     return moved
+
+
+def _history_sql(from_state: str, to_state: str, reason: str) -> tuple[str, list]:
+    """``_insert_history`` as an INSERT … SELECT from the CTE ``moved`` (the ids an UPDATE returned)."""
+    ops, meta = connection.ops, StateChange._meta
+    names = ("notification", "from_state", "to_state", "reason", "at")
+    columns = ", ".join(ops.quote_name(meta.get_field(name).column) for name in names)
+    sql = f"INSERT INTO {ops.quote_name(meta.db_table)} ({columns}) SELECT moved.id, %s, %s, %s, %s FROM moved"
+    return sql, [from_state, to_state, reason, timezone.now()]
 
 
 def _insert_history(ids: list[str], from_state: str, to_state: str, reason: str) -> None:
@@ -428,6 +458,16 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], returning
     """
     if not rows:
         return []
+    sql, params = insert_statement(model, rows, returning)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()] if returning else []
+
+
+def insert_statement(
+    model: type[models.Model], rows: list[dict[str, Any]], returning: str | None = None
+) -> tuple[str, list]:
+    """``insert_rows``'s statement and parameters (``rows`` not empty)."""
     meta, ops = model._meta, connection.ops
     fields = [field for field in meta.concrete_fields if not field.primary_key]
     columns = [_column(field, [row.get(field.attname, _UNSET) for row in rows]) for field in fields]
@@ -442,9 +482,7 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], returning
         params = [value for row in zip(*(column.values(len(rows)) for column in columns), strict=True) for value in row]
     if returning:
         sql += f" RETURNING {ops.quote_name(meta.get_field(returning).column)}"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()] if returning else []
+    return sql, params
 
 
 # A field a row of ``insert_rows`` does not name: it takes the field's default.
@@ -537,6 +575,21 @@ def update_rows(
     SQLite since 3.35). Raw SQL because Django's ``bulk_update`` builds one ``When`` expression
     per row and field, which cost more than the delivery it records (a profile of 4,000: 18 of 42 s).
     """
+    sql, params = update_statement(model, ids, fields, per_row, where, returning)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(model._meta.pk.to_python(row[0]), *row[1:]) for row in cursor.fetchall()]
+
+
+def update_statement(
+    model: type[models.Model],
+    ids: list,
+    fields: dict[str, Any],
+    per_row: dict[str, dict[Any, Any]] | None = None,
+    where: tuple[str, Any] | None = None,
+    returning: str | None = None,
+) -> tuple[str, list]:
+    """``update_rows``'s statement and parameters, ``UPDATE … RETURNING pk[, returning]`` (for a CTE too)."""
     meta, ops = model._meta, connection.ops
     pk = meta.pk
     sets, params = [], []
@@ -555,10 +608,7 @@ def update_rows(
         condition = f" AND {table}.{ops.quote_name(meta.get_field(where[0]).column)} = %s"
         keys.append(where[1])
     extra = f", {table}.{ops.quote_name(meta.get_field(returning).column)}" if returning else ""
-    sql += f"{condition} RETURNING {table}.{key}{extra}"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params + row_params + keys)
-        return [(pk.to_python(row[0]), *row[1:]) for row in cursor.fetchall()]
+    return f"{sql}{condition} RETURNING {table}.{key}{extra}", params + row_params + keys
 
 
 def key_array(ids: list) -> str:
