@@ -4,20 +4,22 @@ A standard-tier batch worker (``worker.py``) pops up to ``NOTIFY_STANDARD_BATCH`
 hands their ids to ``deliver_batch``. Where a single delivery costs about eight SQL round trips, seven
 Redis calls and one blocking HTTP call per notification, a batch costs, per provider it uses:
 
-1. one SELECT of the rows still queued (kind, recipient and version joined; push devices in one more);
+1. one SELECT of the rows still queued (recipient joined; their kinds and template versions in one
+   query each, one instance per distinct row; push devices in one more);
 2. one breaker check and one Lua call taking the batch's budget tokens. What the budget cannot give
    now is re-scheduled in one ZADD without touching its row, as a single delivery that must wait
    is; standard traffic only ever takes from its own bucket, and from its own share of the bulkhead
    slots (step 4), so the high tier's reserve stays whole (``budget.py``);
 3. one conditional claim, ``UPDATE … SET state='sending' WHERE id IN (…) AND state='queued'
    RETURNING id``: two workers racing on the same ids claim disjoint sets, so each notification is
-   sent once; one INSERT of the history rows. The claimed ids join this process's lease heartbeat;
+   sent once; one INSERT of the history rows, in the same statement on PostgreSQL (a CTE). The
+   claimed ids join this process's lease heartbeat;
 4. then wave by wave (``WAVE`` calls, fewer when the bulkhead's standard share has fewer slots free;
    none free, it waits for one): one UPDATE of ``attempt_count`` and one INSERT of the attempt
-   rows *before* the calls, the calls concurrently on kept-alive connections (``Provider.send_async``,
+   rows *before* the calls (one statement on PostgreSQL), the calls concurrently on kept-alive connections (``Provider.send_async``,
    aiohttp), one UPDATE of the attempts' results, one pipeline of sent-markers *before* the status
    write, one pipeline of breaker outcomes, and one ``UPDATE … RETURNING`` moving the accepted rows to
-   ``sent`` with one INSERT of their history.
+   ``sent`` with one INSERT of their history (one statement on PostgreSQL, as the claim).
 
 A breaker that opens during a wave stops the rest of the batch for that provider: the waves not
 started go back to ``queued`` with the breaker's wait and no attempt, as a single delivery would.
