@@ -13,8 +13,9 @@ Redis, migrates and loads the demo data; this script then
 4. starts ``--processes`` × ``run_worker standard`` (``--threads`` batch threads of ``--batch`` each)
    and times the drain from the first notification sent to the last.
 
-It prints both rates and their ratio, and exits non-zero when the drain misses 2,000 sent/s or 50 %
-of the ceiling. The stub answers at once unless ``--latency-ms`` says otherwise.
+It prints both rates and their ratio, the CPU each process spent per notification (the workers, the
+stub, PostgreSQL, Redis; the client and the stub for the ceiling), and exits non-zero when the drain
+misses 2,000 sent/s or 50 % of the ceiling. The stub answers at once unless ``--latency-ms`` says otherwise.
 """
 
 import argparse
@@ -114,6 +115,50 @@ async def _ceiling(stub: str, calls: int, concurrency: int) -> float:
         return calls / (time.monotonic() - started)
 
 
+def _cpu_seconds(pid: int, children: bool = False) -> float:
+    """CPU seconds (user + system) of process ``pid``, all threads; ``children`` adds its reaped children's."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _service_pids() -> dict[str, int]:
+    """The PID of the PostgreSQL postmaster and of the Redis server the bench runs on."""
+    from django.db import connection
+
+    from backend.notifications.delivery.shared_state import redis_client
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setting FROM pg_settings WHERE name = 'data_directory'")
+        data = cursor.fetchone()[0]
+    postmaster = int(Path(data, "postmaster.pid").read_text().split()[0])
+    return {"postgres": postmaster, "redis": int(redis_client().info("server")["process_id"])}
+
+
+def _cpu(pids: dict[str, list[int]], services: dict[str, int]) -> dict[str, float]:
+    """CPU seconds so far of each named group of processes; PostgreSQL counts its backends, live and gone."""
+    usage = {name: sum(_cpu_seconds(pid) for pid in group) for name, group in pids.items()}
+    postmaster = services["postgres"]
+    backends = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == postmaster]
+    usage["postgres"] = _cpu_seconds(postmaster, children=True) + sum(_cpu_seconds(pid) for pid in backends)
+    usage["redis"] = _cpu_seconds(services["redis"])
+    return usage
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError):
+        return None
+
+
+def _per_notification(before: dict[str, float], after: dict[str, float], count: int) -> str:
+    """``name X µs`` per notification for each group, and their total."""
+    spent = {name: (after[name] - before[name]) / max(count, 1) * 1e6 for name in after}
+    parts = [f"{name} {value:,.0f} µs" for name, value in spent.items()]
+    return ", ".join(parts) + f"; total {sum(spent.values()):,.0f} µs"
+
+
 def _sent() -> int:
     from backend.notifications.models import Notification, State
 
@@ -171,13 +216,24 @@ def main() -> None:
         )
 
         in_flight = args.processes * args.threads * WAVE
+        services = _service_pids()
+        stub_pid = {"stub": [processes[0].pid]}
+        before, client = _cpu(stub_pid, services), time.process_time()
         ceiling = asyncio.run(_ceiling(stub, args.ceiling_calls, in_flight))
+        client = time.process_time() - client
+        cost = _per_notification({**before, "client": 0.0}, {**_cpu(stub_pid, services), "client": client},
+                                 args.ceiling_calls)  # fmt: skip
         _delete(f"{stub}/_stub/messages")
         print(f"ceiling: a bare asyncio client, {in_flight} calls in flight: {ceiling:,.0f} calls/s")
+        print(f"  CPU per call: {cost}")
 
         workers = ["manage.py", "run_worker", "standard", "--workers", str(args.threads), "--batch", str(args.batch)]
+        started = len(processes)
         processes += [_start(env, *workers) for _ in range(args.processes)]
+        groups = {**stub_pid, "workers": [process.pid for process in processes[started:]]}
+        before = _cpu(groups, services)
         sent, seconds = _drain(args.notifications, args.timeout)
+        after = _cpu(groups, services)
         rate = sent / seconds if seconds else 0.0
         received = len(_get(f"{stub}/_stub/messages"))
         print(
@@ -185,6 +241,7 @@ def main() -> None:
             f"({args.processes} processes × {args.threads} threads, batches of {args.batch}); "
             f"{received:,} calls received by the stub"
         )
+        print(f"  CPU per notification (start-up included): {_per_notification(before, after, _sent())}")
         share = rate / ceiling if ceiling else 0.0
         print(f"drain / ceiling: {share:.0%} (targets ≥ {TARGET_RATE:,.0f} sent/s and ≥ {TARGET_SHARE:.0%})")
         print(f"({os.cpu_count()} cores; load {' '.join(f'{x:.2f}' for x in os.getloadavg())})")

@@ -219,9 +219,11 @@ def country_for_number(number: str) -> str:
         parsed = phonenumbers.parse(number, None)
     except phonenumbers.NumberParseException as exc:
         raise InvalidNumber(f"Not a phone number: {exc}.") from None
-    if not phonenumbers.is_valid_number(parsed):
-        raise InvalidNumber("Not a valid phone number for its country.")
+    # phonenumbers.is_valid_number is exactly this pair; calling both finds the region twice (the
+    # costlier half for a calling code many countries share, as +1's), once per SMS a worker sends.
     region = phonenumbers.region_code_for_number(parsed)
+    if not phonenumbers.is_valid_number_for_region(parsed, region):
+        raise InvalidNumber("Not a valid phone number for its country.")
     if not region or not _COUNTRY.fullmatch(region):  # "001" is the region of non-geographic numbers
         raise InvalidNumber("A non-geographic number belongs to no country; it has no SMS price.")
     return region
