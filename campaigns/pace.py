@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, Max, Min
-from django.db.models.functions import TruncMinute
+from django.db.models import Count, Max, Min, Subquery
+from django.db.models.functions import Coalesce, TruncMinute
 
 from backend.notifications.delivery import breaker
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard
@@ -105,11 +105,6 @@ def pace(campaign: Campaign, remaining: int, now: datetime, last_scheduled: date
     return Pace(minutes, per_minute, max(ends, default=None))
 
 
-def last_scheduled(campaign: Campaign) -> datetime | None:
-    """The latest ``send_at`` of ``campaign``'s scheduled rows (one aggregate on the (campaign, state) index)."""
-    return Notification.objects.filter(campaign=campaign, state=State.SCHEDULED).aggregate(at=Max("send_at"))["at"]
-
-
 # --- why it waits -------------------------------------------------------------------------------
 
 
@@ -121,7 +116,7 @@ class Facts:
     handed to the standard queue; ``queue_depth``: tasks in that queue (None: Redis unreachable)
     and ``queue_limit`` the feeder's ceiling (``NOTIFY_CAMPAIGN_FEED``); ``rate_per_second``: the
     campaign's own rate, if it has one; ``open_breakers``: providers of its channel whose breaker
-    is open.
+    is open; ``last_scheduled``: the latest ``send_at`` of its scheduled rows (``pace``'s floor).
     """
 
     state: str
@@ -133,6 +128,7 @@ class Facts:
     queue_limit: int = 0
     rate_per_second: float | None = None
     open_breakers: tuple[str, ...] = ()
+    last_scheduled: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -194,12 +190,23 @@ def _ready_but_held(facts: Facts) -> list[Reason]:
 def facts(campaign: Campaign) -> Facts:
     """The ``Facts`` of ``campaign`` now (PostgreSQL, then Redis; Redis unreachable leaves its facts out)."""
     rows = Notification.objects.filter(campaign=campaign).order_by()
-    waiting = rows.filter(state=State.SCHEDULED).values_list("reason").annotate(n=Count("pk"), at=Min("send_at"))
-    scheduled = {reason: (n, at) for reason, n, at in waiting}
+    waiting = (
+        rows.filter(state=State.SCHEDULED)
+        .values_list("reason")
+        .annotate(n=Count("pk"), at=Min("send_at"), last=Max("send_at"))
+    )
+    groups = list(waiting)
+    scheduled = {reason: (n, at) for reason, n, at, _ in groups}
+    last = max((latest for *_, latest in groups if latest is not None), default=None)
     # Queued minus fed, not a count of the unfed: those are most of a big campaign (200,000 rows read at each
     # poll, 366 ms with its scheduled ones), the fed ones at most the queue's room (the sweeper's state index).
+    # Both counts in one statement, each its own scalar subquery on its own index.
     queued = rows.filter(state=State.QUEUED)
-    unfed = queued.count() - queued.filter(queued_at__isnull=False).count()
+    counts = Campaign.objects.filter(pk=campaign.pk).values_list(
+        _count(queued), _count(queued.filter(queued_at__isnull=False))
+    )
+    total, fed = counts.get()
+    unfed = total - fed
     paused_by = ""
     if campaign.state == Campaign.State.PAUSED:
         audit = campaign.audit.filter(action=CampaignAudit.Action.PAUSE).order_by("-at", "-pk").first()
@@ -210,7 +217,13 @@ def facts(campaign: Campaign) -> Facts:
         queue_depth=depth, queue_limit=settings.NOTIFY["CAMPAIGN_FEED"],
         # The campaign's own rate comes with the pacing work (campaigns/pacing.py); a campaign without one has None.
         rate_per_second=getattr(campaign, "rate_per_second", None), open_breakers=open_breakers,
+        last_scheduled=last,
     )  # fmt: skip
+
+
+def _count(rows) -> Subquery:
+    """``SELECT count(*)`` of ``rows`` as a scalar subquery (0 when none)."""
+    return Coalesce(Subquery(rows.values("campaign").annotate(n=Count("*")).values("n")), 0)
 
 
 def _redis_facts(channel: str) -> tuple[int | None, tuple[str, ...]]:

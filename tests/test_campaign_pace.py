@@ -156,7 +156,9 @@ def test_rows_waiting_for_later_push_the_expected_end_to_the_last_of_them(runnin
     Notification.objects.filter(pk__in=rows[5:]).update(state=State.SCHEDULED, reason="sending-hours", send_at=AT)
     sent_at(running, NOW - timedelta(seconds=20), NOW - timedelta(seconds=10))
 
-    assert pace.pace(running, remaining=8, now=NOW, last_scheduled=pace.last_scheduled(running)).expected_end == AT
+    last = pace.facts(running).last_scheduled
+    assert last == AT
+    assert pace.pace(running, remaining=8, now=NOW, last_scheduled=last).expected_end == AT
     with time_machine.travel(NOW, tick=False):
         html = client_as(client, marketer).get(f"/campaigns/{running.pk}/progress").content.decode()
     assert '<span id="expected-end"><time datetime="2026-12-01T14:30:00+00:00">2026-12-01 14:30 UTC</time>' in html

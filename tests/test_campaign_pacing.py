@@ -630,9 +630,11 @@ def test_the_live_preflight_says_a_slow_pace_per_hour_and_a_conflict_at_once(cli
                            headers={"HX-Request": "true"}).content.decode()  # fmt: skip
 
     assert "Expected pace <strong>1.5 messages an hour</strong>, done by <strong>2026-12-01 10:00 UTC</strong>" in page
-    assert 'id="pf-pacing-problem"' not in page
+    assert 'id="preflight-error"' not in page
     conflict = "A spread cannot be combined with sending hours: pick one of the two."
-    assert f'<p class="tpl-error" role="alert" id="pf-pacing-problem">{conflict}</p>' in both
+    # Said as the form changes, not only on submit; no figures for a pacing that cannot be sent.
+    assert f'<p class="tpl-error" role="alert" id="preflight-error">No pre-flight yet: {conflict}</p>' in both
+    assert "Expected pace" not in both
 
 
 @pytest.mark.django_db

@@ -462,9 +462,6 @@ def _live(composed: Composed) -> dict[str, Any]:
         context["live_error"] = f"No pre-flight yet: {exc}"
         return context
     context["figures"] = display(figures)
-    problem = pacing.pacing_problem(campaign, timezone.now())
-    # Said as the form changes, not only when it is saved (a spread with sending hours, a rate over the budget).
-    context["pacing_problem"] = problem[1] if problem else ""
     context["previews"] = [p for p in context["previews"] if p.language in figures["languages"]] or context["previews"]
     return context
 

@@ -199,14 +199,15 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
     final = campaign.state in actions.FINAL_STATES
     started = campaign.state in STARTED_STATES
     remaining = progress.will_send - progress.done
-    going = pace.pace(campaign, remaining, timezone.now(), pace.last_scheduled(campaign)) if started else None
+    facts = pace.facts(campaign) if started else None
+    going = pace.pace(campaign, remaining, timezone.now(), facts.last_scheduled) if facts else None
     return {
         "campaign": campaign,
         "progress": progress,
         "pace": going,
         "pace_bars": pace_bars(going.minutes) if going else [],
         "plot": {"width": PLOT_WIDTH, "height": PLOT_HEIGHT, "minutes": pace.PLOT_MINUTES},
-        "waiting": pace.why_waiting(pace.facts(campaign)) if started else [],
+        "waiting": pace.why_waiting(facts) if facts else [],
         "split": split,
         "poll_seconds": POLL_SECONDS,
         "eta": eta_text(progress.eta_seconds),
