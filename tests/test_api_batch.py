@@ -18,8 +18,8 @@ from redis.client import Pipeline
 from rest_framework.exceptions import ValidationError
 
 from backend.notifications import actions, idempotency
-from backend.notifications.api import answers, batch
-from backend.notifications.api.serializers import AcceptedSerializer, BatchItemSerializer
+from backend.notifications.api import answers, plain_send
+from backend.notifications.api.serializers import AcceptedSerializer, BatchItemSerializer, SendRequestSerializer
 from backend.notifications.models import Attempt, Notification, Recipient, StateChange
 from tests.conftest import pending
 
@@ -293,46 +293,60 @@ def test_plain_items_are_read_and_answered_without_drf_field_by_field(api, custo
     assert calls == {"read": 2, "answer": 0}
 
 
-@pytest.mark.parametrize(
-    "item",
-    [
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped"},
-        {"idempotency_key": "  k  ", "user_id": "u-ar-1", "kind": "shipped", "params": {"order": "1", "x": [1, None]}},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "channel": None, "priority": None,
-         "send_at": None},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "otp-code_2", "channel": "sms", "priority": "high"},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped\n"},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": 5},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "k" * 65},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "sh ipped"},
-        {"idempotency_key": "k", "user_id": " u-ar-1", "kind": "shipped"},
-        {"idempotency_key": "k", "user_id": "", "kind": "shipped"},
-        {"idempotency_key": "k", "user_id": "u" * 129, "kind": "shipped"},
-        {"idempotency_key": "k", "user_id": 7, "kind": "shipped"},
-        {"idempotency_key": 7, "user_id": "u-ar-1", "kind": "shipped"},
-        {"idempotency_key": "", "user_id": "u-ar-1", "kind": "shipped"},
-        {"idempotency_key": " " + "k" * 255 + " ", "user_id": "u-ar-1", "kind": "shipped"},
-        {"idempotency_key": "k" * 256, "user_id": "u-ar-1", "kind": "shipped"},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "channel": ""},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "channel": "fax"},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "priority": "urgent"},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "params": None},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "params": ["order"]},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "params": {"x": "y" * 17000}},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "send_at": "2026-12-01T09:00:00Z"},
-        {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "colour": "red"},
-        {"user_id": "u-ar-1", "kind": "shipped"},
-    ],
-)  # fmt: skip
+# Items of every shape: the plain ones and the ones a fast path must leave to the serializer.
+PLAIN_ITEMS = [
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped"},
+    {"idempotency_key": "  k  ", "user_id": "u-ar-1", "kind": "shipped", "params": {"order": "1", "x": [1, None]}},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "channel": None, "priority": None,
+     "send_at": None},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "otp-code_2", "channel": "sms", "priority": "high"},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped\n"},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": 5},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "k" * 65},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "sh ipped"},
+    {"idempotency_key": "k", "user_id": " u-ar-1", "kind": "shipped"},
+    {"idempotency_key": "k", "user_id": "", "kind": "shipped"},
+    {"idempotency_key": "k", "user_id": "u" * 129, "kind": "shipped"},
+    {"idempotency_key": "k", "user_id": 7, "kind": "shipped"},
+    {"idempotency_key": 7, "user_id": "u-ar-1", "kind": "shipped"},
+    {"idempotency_key": "", "user_id": "u-ar-1", "kind": "shipped"},
+    {"idempotency_key": " " + "k" * 255 + " ", "user_id": "u-ar-1", "kind": "shipped"},
+    {"idempotency_key": "k" * 256, "user_id": "u-ar-1", "kind": "shipped"},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "channel": ""},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "channel": "fax"},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "priority": "urgent"},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "params": None},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "params": ["order"]},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "params": {"x": "y" * 17000}},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "send_at": "2026-12-01T09:00:00Z"},
+    {"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "colour": "red"},
+    {"user_id": "u-ar-1", "kind": "shipped"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("item", PLAIN_ITEMS)
 def test_an_item_read_plainly_is_read_as_the_serializer_reads_it(item):
     try:
         expected = dict(BatchItemSerializer().run_validation(item))
     except ValidationError:
         expected = None
-    plain = batch._plainly_valid(item)
+    plain = plain_send.plainly_valid_item(item)
     assert plain is None or plain == expected
     if expected is not None and "send_at" not in item and item["kind"] in ("shipped", "otp-code_2"):
         assert plain == expected  # the plain shapes take the fast way
+
+
+@pytest.mark.parametrize("item", PLAIN_ITEMS)
+def test_a_single_send_read_plainly_is_read_as_the_serializer_reads_it(item):
+    body = {name: value for name, value in item.items() if name != "idempotency_key"}
+    try:
+        expected = dict(SendRequestSerializer().run_validation(body))
+    except ValidationError:
+        expected = None
+    plain = plain_send.plainly_valid(body)
+    assert plain is None or plain == expected
+    if expected is not None and "send_at" not in body and body["kind"] in ("shipped", "otp-code_2"):
+        assert plain == expected
 
 
 def test_an_answer_is_what_the_single_send_serializer_writes(api, send, settings):

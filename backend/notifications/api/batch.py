@@ -1,7 +1,6 @@
 """``POST /api/v1/notifications/batch``: many sends in one request, each answered as the single send would be."""
 
 import gc
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -13,6 +12,7 @@ from rest_framework.views import APIView
 
 from backend.notifications import actions, policy
 from backend.notifications.actions.accept_batch import Outcome
+from backend.notifications.api import plain_send
 from backend.notifications.api.answers import accepted_dict
 from backend.notifications.api.errors import flatten, invalid_body
 from backend.notifications.api.parsers import BatchJSONParser, json_object, text_problem_at
@@ -20,11 +20,9 @@ from backend.notifications.api.serializers import (
     BatchItemSerializer,
     BatchRequestSerializer,
     BatchResponseSerializer,
-    bounded_params,
-    user_id_problem,
 )
 from backend.notifications.api.views import key_problem
-from backend.notifications.models import ApiClient, Channel, Priority
+from backend.notifications.models import ApiClient
 
 _ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
 # One result: the HTTP status and body the single send would have answered.
@@ -60,7 +58,7 @@ def _read(item: object, reader: BatchItemSerializer) -> actions.SendRequest | Re
     if problem:
         where, message = problem
         return 422, invalid_body({where.split(".", 1)[0] or "body": [f"{where}: {message}" if where else message]})
-    fields = _plainly_valid(item)
+    fields = plain_send.plainly_valid_item(item)
     if fields is None:
         try:
             fields = dict(reader.run_validation(item))
@@ -71,53 +69,6 @@ def _read(item: object, reader: BatchItemSerializer) -> actions.SendRequest | Re
     if problem:
         return 422, invalid_body({"idempotency_key": [problem]})
     return actions.SendRequest(idempotency_key=key, **fields)
-
-
-# An item's fields and their bounds, as the serializer declares them; the three without a default must be there.
-_ITEM_FIELDS = BatchItemSerializer().fields
-_FIELDS = frozenset(_ITEM_FIELDS)
-_MAX_KEY = _ITEM_FIELDS["idempotency_key"].max_length
-_MAX_KIND = _ITEM_FIELDS["kind"].max_length
-_REQUIRED = frozenset({"idempotency_key", "user_id", "kind"})
-_SLUG = re.compile(r"[-a-zA-Z0-9_]+")
-_CHANNELS = frozenset(Channel.values)
-_PRIORITIES = frozenset(Priority.values)
-
-
-def _plainly_valid(item: dict) -> dict | None:
-    """``BatchItemSerializer``'s validated fields for an item of the plain, valid shape; None for any other.
-
-    DRF's validation costs about half a millisecond an item (field objects, validators, error
-    plumbing), a fifth of a batch's CPU. This accepts only what the serializer certainly accepts,
-    giving the same values: strings where it wants strings (it would turn 5 into "5"), a slug
-    without surrounding spaces (which it would trim), no ``send_at`` (its parsing and time zones stay
-    the serializer's). Anything else returns None, and the serializer validates the item and words
-    its errors (``text_problem_at`` has refused NUL and surrogates in every string before).
-    """
-    if not item.keys() >= _REQUIRED or not item.keys() <= _FIELDS or item.get("send_at") is not None:
-        return None
-    key, user_id, kind = item["idempotency_key"], item["user_id"], item["kind"]
-    channel, priority, params = item.get("channel"), item.get("priority"), item.get("params", {})
-    if not (isinstance(key, str) and 0 < len(key.strip()) <= _MAX_KEY):
-        return None
-    if not isinstance(user_id, str) or user_id_problem(user_id):
-        return None
-    if not (isinstance(kind, str) and len(kind) <= _MAX_KIND and _SLUG.fullmatch(kind)):
-        return None
-    if channel is not None and not (isinstance(channel, str) and channel in _CHANNELS):
-        return None
-    if priority is not None and not (isinstance(priority, str) and priority in _PRIORITIES):
-        return None
-    if not isinstance(params, dict):
-        return None
-    try:
-        params = bounded_params(dict(params))
-    except ValidationError:
-        return None
-    return {
-        "idempotency_key": key.strip(), "user_id": user_id, "kind": kind, "params": params,
-        "channel": channel, "priority": priority, "send_at": None,
-    }  # fmt: skip
 
 
 def _answers(outcomes: list[Outcome]) -> list[Result]:
