@@ -292,7 +292,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each of the two timed phases")
     parser.add_argument("--connections", type=int, default=64, help="concurrent keep-alive connections")
-    parser.add_argument("--workers", type=int, default=4, help="web worker processes (WEB_CONCURRENCY)")
+    parser.add_argument("--workers", type=int, default=8, help="web worker processes (WEB_CONCURRENCY)")
     parser.add_argument("--recipients", type=int, default=50_000, help="customers the sends cycle through")
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=1000)
