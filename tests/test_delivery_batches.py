@@ -12,6 +12,8 @@ import time
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from backend.notifications.delivery import batch, breaker, budget, dispatch, sent_marker
 from backend.notifications.models import Attempt, Notification, State
@@ -248,3 +250,38 @@ def test_a_retry_in_a_batch_whose_sent_marker_says_accepted_is_not_sent_again(se
         "Your order 0 has shipped.",
         "Your order 2 has shipped.",
     ]
+
+
+def test_a_batch_finds_its_rows_by_key_whatever_the_statistics_say(send, stub_providers, caller):
+    # Statistics of a table of 20,000 rows sent, none queued; then a backlog of 3,000 arrives.
+    first = Notification.objects.get(pk=queued_sms(send, 1)[0])
+    row = model_to_dict_row(first)
+    sent = [Notification(**{**row, "id": uuid.uuid4(), "idempotency_key": f"s-{n}", "state": State.SENT})
+            for n in range(20_000)]  # fmt: skip
+    Notification.objects.bulk_create(sent, batch_size=5000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE notifications_notification")
+    copies = [Notification(**{**row, "id": uuid.uuid4(), "idempotency_key": f"c-{n}"}) for n in range(3000)]
+    Notification.objects.bulk_create(copies)
+    ids = [str(first.pk)] + [str(copy.pk) for copy in copies[:199]]
+
+    with CaptureQueriesContext(connection) as captured:
+        batch.deliver_batch(ids, "standard", caller)
+    assert states(ids) == {State.SENT: 200}
+
+    statements = [q["sql"] for q in captured.captured_queries if '"notifications_notification"' in q["sql"]]
+    reads_and_moves = [sql for sql in statements if sql.startswith(("SELECT", "WITH moved"))]
+    assert len(reads_and_moves) >= 3  # the read, the claim, the move to sent
+    for sql in reads_and_moves:
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN {sql}")
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+        # Before: the read and the claim of 200 read all 3,000 queued rows through the queue's partial index and
+        # hashed them; with the state's condition out of that index's reach, a seq scan of every row.
+        assert "notification_tier_queue_idx" not in plan and "Seq Scan on notifications_notification" not in plan, plan
+        assert "notifications_notification_pkey" in plan, plan
+
+
+def model_to_dict_row(row: Notification) -> dict:
+    """``row``'s concrete fields by attribute name (foreign keys as ids), to build copies of it."""
+    return {field.attname: getattr(row, field.attname) for field in Notification._meta.concrete_fields}
