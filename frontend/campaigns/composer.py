@@ -161,16 +161,14 @@ def _pacing_values(campaign: Campaign, zone: str) -> dict[str, str]:
 
 
 def _rate_input(per_second: float | None) -> tuple[str, str]:
-    """The composer's rate and unit for ``per_second``: "500" per hour, not "0.138889" per second.
+    """The composer's rate and unit: "500" or "7000" per hour, not "0.138889" or "1.94444" per second.
 
-    Below 1 a second the rate was given per hour (as ``pacing.describe`` says it); shown per
-    second it would be cut to 6 digits and saving the form unchanged would move the rate (and the hash).
+    In the unit it was most likely given in (``pacing.rate_unit``, as ``pacing.describe`` says it)
+    and without dropping a digit: cut to 6 digits, saving the form unchanged would move the rate (and the hash).
     """
     if per_second is None:
         return "", "second"
-    if per_second < 1:
-        return f"{round(per_second * RATE_UNITS['hour'], 6):g}", "hour"
-    return f"{per_second:g}", "second"
+    return pacing.rate_amount(per_second)
 
 
 def _wall_input(value: time | None) -> str:
