@@ -36,7 +36,7 @@ RECENT_MINUTES = 5
 SCHEDULED_REASONS = {
     "campaign-wave": "{n} wait for their local-time wave; the next goes at {at}.",
     "quiet-hours": "{n} wait for the end of their recipients' quiet hours; the first at {at}.",
-    "sending-hours": "{n} are outside the campaign's sending hours; they go when the window opens, at {at}.",
+    "sending-hours": "{n} wait for the campaign's sending hours in their zone; the first goes at {at}.",
     "campaign-spread": "{n} are spread over the campaign's window; the next goes at {at}.",
 }
 

@@ -32,8 +32,7 @@ WHY = [
             ("paused", "Paused by approver at 2026-12-01 10:00 UTC: nothing is handed to a provider until resumed."),
             (
                 "sending-hours",
-                "1,200 are outside the campaign's sending hours; they go when the window opens, at "
-                "2026-12-01 14:30 UTC.",
+                "1,200 wait for the campaign's sending hours in their zone; the first goes at 2026-12-01 14:30 UTC.",
             ),
         ],
     ),

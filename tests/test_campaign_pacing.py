@@ -655,6 +655,26 @@ def test_a_paced_preflight_does_not_also_promise_the_budgets_duration(client, ma
 
 
 @pytest.mark.django_db
+def test_a_paced_preflight_without_a_budget_or_sending_hours_says_only_what_holds(client, marketer, demo_data):
+    # The demo's email has no budget: beside "done by 01:45" it said "no duration estimate", and it said
+    # "recipients outside the sending hours wait for them" of a campaign without sending hours.
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    client.force_login(marketer)
+    paced = form(list_segment(name="Mail"), kind="promo", channel="email", rate="600", rate_unit="hour",
+                 param_order=None, param_percent="20")  # fmt: skip
+    hours = {**paced, "sending_hours_start": "09:00", "sending_hours_end": "20:00"}
+    with time_machine.travel(NOW, tick=False):
+        pages = [
+            client.post(PREFLIGHT, data, headers={"HX-Request": "true"}).content.decode() for data in (paced, hours)
+        ]
+
+    assert "Expected pace <strong>600 messages an hour</strong>" in pages[0]
+    assert 'id="pf-duration"' not in pages[0] and "outside the sending hours" not in pages[0]
+    assert "recipients outside the sending hours wait for them; the recipients' own quiet hours" in pages[1]
+
+
+@pytest.mark.django_db
 def test_a_rate_per_hour_reopens_per_hour_and_saving_it_unchanged_keeps_it(client, marketer, demo_data):
     client.force_login(marketer)
     client.post(NEW, form(list_segment(name="Slow"), rate="500", rate_unit="hour"))
