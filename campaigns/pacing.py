@@ -167,7 +167,8 @@ def rate_unit(per_second: float) -> str:
     if per_second < 1:
         return "hour"
     short = math.isclose(per_second, round(per_second, 3), rel_tol=1e-12, abs_tol=0)
-    return "hour" if not short and _whole(per_second * 3600) else "second"
+    # To the hundredth an hour: the pre-flight keeps a rate to 6 decimals a second (7,000 an hour is 1.944444).
+    return "hour" if not short and _whole(round(per_second * 3600, 2)) else "second"
 
 
 def rate_amount(per_second: float) -> tuple[str, str]:

@@ -706,6 +706,12 @@ def test_thousands_an_hour_reopen_and_read_per_hour_not_as_a_rounded_rate_a_seco
     assert campaign.rate_per_second * 3600 == pytest.approx(7000, abs=1e-9)
     assert pacing.describe(campaign) == "at most 7000 messages/h"
     assert pacing.rate_words(campaign.rate_per_second) == "7,000 messages an hour"
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    live = form(campaign.segment, kind="promo", channel="email", rate="7000", rate_unit="hour", param_order=None,
+                param_percent="20")  # fmt: skip
+    page = client.post(PREFLIGHT, live, headers={"HX-Request": "true"}).content.decode()
+    assert "Expected pace <strong>7,000 messages an hour</strong>" in page
 
 
 RATES = [
@@ -716,6 +722,7 @@ RATES = [
     (1 / 3600, ("1", "hour"), "1 message an hour"),
     (1_234_567 / 3600, ("1234567", "hour"), "1,234,567 messages an hour"),  # not "1.23457e+06"
     (1 / 7, ("514.285714", "hour"), "514 messages an hour"),
+    (round(7000 / 3600, 6), ("6999.9984", "hour"), "7,000 messages an hour"),  # as the pre-flight keeps it
 ]
 
 
