@@ -36,17 +36,18 @@ RECENT_MINUTES = 5
 SCHEDULED_REASONS = {
     "campaign-wave": "{n} wait for their local-time wave; the next goes at {at}.",
     "quiet-hours": "{n} wait for the end of their recipients' quiet hours; the first at {at}.",
-    "sending-hours": "{n} are outside the campaign's sending hours; they go when the window opens, at {at}.",
+    "sending-hours": "{n} wait for the campaign's sending hours in their zone; the first goes at {at}.",
     "campaign-spread": "{n} are spread over the campaign's window; the next goes at {at}.",
 }
 
 
 @dataclass(frozen=True)
 class Minute:
-    """One minute of the plot: when it starts (UTC) and how many of the campaign's rows were sent in it."""
+    """One minute of the plot: when it starts (UTC), how many of the campaign's rows were sent in it, the first when."""
 
     at: datetime
     sent: int
+    first: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,11 @@ def minutes_sent(campaign: Campaign, now: datetime) -> list[Minute]:
         .annotate(minute=TruncMinute("sent_at"))
         .order_by()
         .values_list("minute")
-        .annotate(n=Count("*"))  # not COUNT(id): with no column of the heap to read, an index-only scan
+        # not COUNT(id): with no column of the heap to read (sent_at is in the index), an index-only scan
+        .annotate(n=Count("*"), first=Min("sent_at"))
     )
-    found = {minute.astimezone(UTC): n for minute, n in rows}
-    return [Minute(at, found.get(at, 0)) for at in (first + timedelta(minutes=k) for k in range(PLOT_MINUTES))]
+    found = {minute.astimezone(UTC): (n, earliest) for minute, n, earliest in rows}
+    return [Minute(at, *found.get(at, (0, None))) for at in (first + timedelta(minutes=k) for k in range(PLOT_MINUTES))]
 
 
 def recent_per_minute(minutes: list[Minute], now: datetime) -> float:
@@ -81,12 +83,20 @@ def recent_per_minute(minutes: list[Minute], now: datetime) -> float:
 
     A campaign that began sending 30 s ago is measured over those 30 s (at least one minute's worth
     of time is never assumed: 30 s count as half a minute), not over five minutes it did not run.
+    When the minute before the first busy one sent nothing, sending began inside it: counted from
+    its first send, not from the minute's start, which read 600 an hour begun at :15 s as 4 a minute
+    after 30 s. A single send so far still counts from the minute's start (1 in 1 s is no pace of 60).
     """
-    recent = [minute for minute in minutes[-RECENT_MINUTES:] if minute.sent]
-    if not recent:
+    busy = [k for k in range(max(0, len(minutes) - RECENT_MINUTES), len(minutes)) if minutes[k].sent]
+    if not busy:
         return 0.0
-    elapsed = (now - recent[0].at).total_seconds() / 60
-    return sum(minute.sent for minute in recent) / max(elapsed, 1 / 60)
+    sent = sum(minutes[k].sent for k in busy)
+    start = minutes[busy[0]]
+    began_inside = start.first is not None and (busy[0] == 0 or not minutes[busy[0] - 1].sent)
+    if began_inside and sent > 1 and now > start.first:
+        return sent / ((now - start.first).total_seconds() / 60)
+    elapsed = (now - start.at).total_seconds() / 60
+    return sent / max(elapsed, 1 / 60)
 
 
 def pace(campaign: Campaign, remaining: int, now: datetime, last_scheduled: datetime | None = None) -> Pace:

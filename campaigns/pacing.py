@@ -122,7 +122,7 @@ def _rate_problem(campaign: Campaign) -> tuple[str, str] | None:
     budget = standard_budget(campaign.channel)
     if budget is not None and rate > budget:
         return "rate_per_second", (
-            f"{rate:g} messages a second is above the {campaign.channel} provider budget of {budget:g} a second."
+            f"{rate_words(rate)} is above the {campaign.channel} provider budget of {budget:g} a second."
         )
     return None
 
@@ -149,22 +149,62 @@ def describe(campaign: Campaign) -> str:
     if campaign.spread_until is not None:
         parts.append(f"spread until {campaign.spread_until.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
     if campaign.rate_per_second is not None:
-        rate = campaign.rate_per_second
-        parts.append(f"at most {rate:g} messages/s" if rate >= 1 else f"at most {rate * 3600:g} messages/h")
+        amount, unit = rate_amount(campaign.rate_per_second)
+        parts.append(f"at most {amount} messages/{'h' if unit == 'hour' else 's'}")
     if campaign.sending_hours_start is not None and campaign.sending_hours_end is not None:
         hours = f"{campaign.sending_hours_start:%H:%M}–{campaign.sending_hours_end:%H:%M}"
         parts.append(f"sending hours {hours} in each recipient's local time")
     return " · ".join(parts)
 
 
-def rate_words(per_second: float) -> str:
-    """A rate as a marketer reads it: ``50`` → "50 messages a second"; below 1 a second per hour.
+def rate_unit(per_second: float) -> str:
+    """The unit a rate reads in as the marketer most likely gave it: "hour" or "second".
 
-    ``500 / 3600`` → "500 messages an hour", not "0.138889 a second" (120 over 2 hours: "60 messages an hour").
+    Per hour below 1 a second, and per hour too when a whole number an hour is no short number a
+    second: 7,000 an hour stays "7,000 messages an hour", not "1.94444 a second" (which, typed back,
+    is 6,999.98 an hour: another rate and another content hash). Otherwise per second (50, 1.5).
     """
-    if per_second >= 1:
-        return f"{_amount(per_second)} messages a second"
-    return f"{_amount(per_second * 3600)} messages an hour"
+    if per_second < 1:
+        return "hour"
+    short = math.isclose(per_second, round(per_second, 3), rel_tol=1e-12, abs_tol=0)
+    # To the hundredth an hour: the pre-flight keeps a rate to 6 decimals a second (7,000 an hour is 1.944444).
+    return "hour" if not short and _whole(round(per_second * 3600, 2)) else "second"
+
+
+def rate_amount(per_second: float) -> tuple[str, str]:
+    """The rate as an exact plain number in its ``rate_unit``: ``("7000", "hour")``, ``("50", "second")``.
+
+    No exponent and no digit dropped, so the composer can show it in its input and a form saved
+    unchanged keeps the rate (``:g`` made 1,234,567 an hour "1.23457e+06").
+    """
+    unit = rate_unit(per_second)
+    value = round(per_second * 3600, 6) if unit == "hour" else per_second
+    return _plain(value), unit
+
+
+def rate_words(per_second: float) -> str:
+    """A rate as a marketer reads it: ``50`` → "50 messages a second"; per hour as ``rate_unit`` says.
+
+    ``500 / 3600`` → "500 messages an hour", not "0.138889 a second" (120 over 2 hours: "60 messages an hour");
+    ``7000 / 3600`` → "7,000 messages an hour", not "1.94 messages a second".
+    """
+    if rate_unit(per_second) == "second":
+        amount = _amount(per_second)
+        return f"{amount} {'message' if amount == '1' else 'messages'} a second"
+    amount = _amount(per_second * 3600)
+    return f"{amount} {'message' if amount == '1' else 'messages'} an hour"
+
+
+def _whole(value: float) -> bool:
+    return math.isclose(value, round(value), rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _plain(value: float) -> str:
+    """``7000.0`` → "7000", ``0.5`` → "0.5", ``1234567.0`` → "1234567": the shortest exact decimal, no exponent."""
+    if _whole(value):
+        return str(round(value))
+    text = repr(value)
+    return text if "e" not in text else f"{value:.20f}".rstrip("0").rstrip(".")
 
 
 def _amount(value: float) -> str:

@@ -32,8 +32,7 @@ WHY = [
             ("paused", "Paused by approver at 2026-12-01 10:00 UTC: nothing is handed to a provider until resumed."),
             (
                 "sending-hours",
-                "1,200 are outside the campaign's sending hours; they go when the window opens, at "
-                "2026-12-01 14:30 UTC.",
+                "1,200 wait for the campaign's sending hours in their zone; the first goes at 2026-12-01 14:30 UTC.",
             ),
         ],
     ),
@@ -118,6 +117,38 @@ def test_the_recent_pace_counts_from_the_first_minute_that_sent(sent, per_minute
     assert pace.recent_per_minute(minutes(*sent), NOW) == pytest.approx(per_minute)
 
 
+def at_10_per_minute(began: datetime, now: datetime) -> list[Minute]:
+    """The plot at ``now`` of a campaign sending one row every 6 s from ``began`` (600 an hour)."""
+    sends = [began + timedelta(seconds=6 * k) for k in range(int((now - began).total_seconds() // 6) + 1)]
+    last = now.replace(second=0, microsecond=0)
+    plot = [last - timedelta(minutes=pace.PLOT_MINUTES - 1 - k) for k in range(pace.PLOT_MINUTES)]
+    return [
+        Minute(at, len(inside), min(inside, default=None))
+        for at in plot
+        for inside in [[s for s in sends if at <= s < at + timedelta(minutes=1)]]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("after", "within"), [(timedelta(seconds=20), 0.25), (timedelta(seconds=75), 0.05), (timedelta(minutes=3), 0.04)]
+)
+def test_a_campaign_that_began_inside_a_minute_reads_its_own_rate_from_its_first_send(after, within):
+    # Begun at 10:00:15 at 600 an hour: measured from 10:00:00 it read 6.9 a minute after 20 s, 8.7 after 75 s,
+    # 9.5 after 3 minutes (the demo's page said 4, then 8, of a campaign sending 10 a minute).
+    began = datetime(2026, 12, 1, 10, 0, 15, tzinfo=UTC)
+
+    per_minute = pace.recent_per_minute(at_10_per_minute(began, began + after), began + after)
+
+    assert per_minute == pytest.approx(10, rel=within)
+
+
+def test_a_campaign_sending_for_longer_than_the_window_is_measured_over_the_window():
+    began, now = datetime(2026, 12, 1, 9, 40, 15, tzinfo=UTC), NOW
+    plot = at_10_per_minute(began, now)
+
+    assert pace.recent_per_minute(plot, now) == pytest.approx(sum(m.sent for m in plot[-5:]) / 4.5)
+
+
 @pytest.fixture
 def running(demo_data, marketer, approver) -> Campaign:
     """A promo email campaign to 10 recipients, started and fanned out (10 queued)."""
@@ -147,8 +178,9 @@ def test_the_pace_counts_each_minute_of_the_last_hour_and_expects_the_end_at_it(
     assert [(m.at.strftime("%H:%M"), m.sent) for m in going.minutes if m.sent] == [
         ("09:58", 2), ("10:00", 2)
     ]  # fmt: skip
-    assert going.per_minute == pytest.approx(4 / 2.5)  # 4 since 09:58:00, 2.5 minutes ago
-    assert going.expected_end == NOW + timedelta(minutes=5 / (4 / 2.5))
+    # Sending began at 09:58:30 (09:57 sent nothing): 4 sent in the 2 minutes since.
+    assert going.per_minute == pytest.approx(4 / 2)
+    assert going.expected_end == NOW + timedelta(minutes=5 / (4 / 2))
 
 
 def test_rows_waiting_for_later_push_the_expected_end_to_the_last_of_them(running, client, marketer):
@@ -220,8 +252,8 @@ def test_the_page_shows_the_pace_plot_the_expected_end_and_why_it_waits(client, 
         client.force_login(marketer)
         html = client.get(f"/campaigns/{running.pk}/progress").content.decode()
 
-    assert 'id="pace-per-minute">4<' in html  # 2 sent in the last 30 s
-    assert '<time datetime="2026-12-01T10:02:30+00:00">2026-12-01 10:02 UTC</time>' in html  # 8 left at 4/min
+    assert 'id="pace-per-minute">6<' in html  # 2 sent in the 20 s since the first
+    assert '<time datetime="2026-12-01T10:01:50+00:00">2026-12-01 10:01 UTC</time>' in html  # 8 left at 6/min
     assert html.count("<rect ") == 60 and "<title>10:00 UTC: 2 sent</title>" in html
     assert 'data-reason="budget">The standard queue is full (2 tasks, at most 2 fed): 6 wait' in html
 

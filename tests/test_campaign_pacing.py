@@ -655,6 +655,26 @@ def test_a_paced_preflight_does_not_also_promise_the_budgets_duration(client, ma
 
 
 @pytest.mark.django_db
+def test_a_paced_preflight_without_a_budget_or_sending_hours_says_only_what_holds(client, marketer, demo_data):
+    # The demo's email has no budget: beside "done by 01:45" it said "no duration estimate", and it said
+    # "recipients outside the sending hours wait for them" of a campaign without sending hours.
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    client.force_login(marketer)
+    paced = form(list_segment(name="Mail"), kind="promo", channel="email", rate="600", rate_unit="hour",
+                 param_order=None, param_percent="20")  # fmt: skip
+    hours = {**paced, "sending_hours_start": "09:00", "sending_hours_end": "20:00"}
+    with time_machine.travel(NOW, tick=False):
+        pages = [
+            client.post(PREFLIGHT, data, headers={"HX-Request": "true"}).content.decode() for data in (paced, hours)
+        ]
+
+    assert "Expected pace <strong>600 messages an hour</strong>" in pages[0]
+    assert 'id="pf-duration"' not in pages[0] and "outside the sending hours" not in pages[0]
+    assert "recipients outside the sending hours wait for them; the recipients' own quiet hours" in pages[1]
+
+
+@pytest.mark.django_db
 def test_a_rate_per_hour_reopens_per_hour_and_saving_it_unchanged_keeps_it(client, marketer, demo_data):
     client.force_login(marketer)
     client.post(NEW, form(list_segment(name="Slow"), rate="500", rate_unit="hour"))
@@ -667,6 +687,48 @@ def test_a_rate_per_hour_reopens_per_hour_and_saving_it_unchanged_keeps_it(clien
     client.post(f"/campaigns/{campaign.pk}/edit", form(campaign.segment, rate="500", rate_unit="hour"))
     campaign.refresh_from_db()
     assert campaign.rate_per_second * 3600 == pytest.approx(500, abs=1e-9)
+
+
+@pytest.mark.django_db
+def test_thousands_an_hour_reopen_and_read_per_hour_not_as_a_rounded_rate_a_second(client, marketer, demo_data):
+    # 7,000 an hour is 1.9444… a second: shown as "1.94444" per second, saving the form unchanged made it
+    # 6,999.98 an hour (another hash), and the pre-flight and review said "1.94 messages a second".
+    client.force_login(marketer)
+    client.post(NEW, form(list_segment(name="Busy"), rate="7000", rate_unit="hour"))
+    campaign = Campaign.objects.get()
+
+    page = client.get(f"/campaigns/{campaign.pk}/edit").content.decode()
+
+    assert 'name="rate" class="tpl-input" min="0" step="any" value="7000"' in page
+    assert '<option value="hour" selected>hour</option>' in page
+    client.post(f"/campaigns/{campaign.pk}/edit", form(campaign.segment, rate="7000", rate_unit="hour"))
+    campaign.refresh_from_db()
+    assert campaign.rate_per_second * 3600 == pytest.approx(7000, abs=1e-9)
+    assert pacing.describe(campaign) == "at most 7000 messages/h"
+    assert pacing.rate_words(campaign.rate_per_second) == "7,000 messages an hour"
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    live = form(campaign.segment, kind="promo", channel="email", rate="7000", rate_unit="hour", param_order=None,
+                param_percent="20")  # fmt: skip
+    page = client.post(PREFLIGHT, live, headers={"HX-Request": "true"}).content.decode()
+    assert "Expected pace <strong>7,000 messages an hour</strong>" in page
+
+
+RATES = [
+    (50.0, ("50", "second"), "50 messages a second"),
+    (1.5, ("1.5", "second"), "1.5 messages a second"),  # typed per second: stays per second
+    (1.0, ("1", "second"), "1 message a second"),
+    (0.5, ("1800", "hour"), "1,800 messages an hour"),
+    (1 / 3600, ("1", "hour"), "1 message an hour"),
+    (1_234_567 / 3600, ("1234567", "hour"), "1,234,567 messages an hour"),  # not "1.23457e+06"
+    (1 / 7, ("514.285714", "hour"), "514 messages an hour"),
+    (round(7000 / 3600, 6), ("6999.9984", "hour"), "7,000 messages an hour"),  # as the pre-flight keeps it
+]
+
+
+@pytest.mark.parametrize(("per_second", "amount", "words"), RATES)
+def test_a_rate_reads_in_the_unit_it_was_most_likely_given_in_without_losing_a_digit(per_second, amount, words):
+    assert (pacing.rate_amount(per_second), pacing.rate_words(per_second)) == (amount, words)
 
 
 @pytest.mark.django_db

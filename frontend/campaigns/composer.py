@@ -161,16 +161,14 @@ def _pacing_values(campaign: Campaign, zone: str) -> dict[str, str]:
 
 
 def _rate_input(per_second: float | None) -> tuple[str, str]:
-    """The composer's rate and unit for ``per_second``: "500" per hour, not "0.138889" per second.
+    """The composer's rate and unit: "500" or "7000" per hour, not "0.138889" or "1.94444" per second.
 
-    Below 1 a second the rate was given per hour (as ``pacing.describe`` says it); shown per
-    second it would be cut to 6 digits and saving the form unchanged would move the rate (and the hash).
+    In the unit it was most likely given in (``pacing.rate_unit``, as ``pacing.describe`` says it)
+    and without dropping a digit: cut to 6 digits, saving the form unchanged would move the rate (and the hash).
     """
     if per_second is None:
         return "", "second"
-    if per_second < 1:
-        return f"{round(per_second * RATE_UNITS['hour'], 6):g}", "hour"
-    return f"{per_second:g}", "second"
+    return pacing.rate_amount(per_second)
 
 
 def _wall_input(value: time | None) -> str:
@@ -461,7 +459,7 @@ def _live(composed: Composed) -> dict[str, Any]:
     except (AudienceUnavailable, rendering.RenderError, pricing.PriceListError, actions.CampaignRefused) as exc:
         context["live_error"] = f"No pre-flight yet: {exc}"
         return context
-    context["figures"] = display(figures)
+    context["figures"] = display(figures, campaign)
     context["previews"] = [p for p in context["previews"] if p.language in figures["languages"]] or context["previews"]
     return context
 
@@ -475,9 +473,13 @@ STOP_LABELS = {
 }
 
 
-def display(figures: dict[str, Any]) -> dict[str, Any]:
-    """The pre-flight dict with labels a page shows: instants in UTC, stop reasons in words, the duration."""
+def display(figures: dict[str, Any], campaign: Campaign | None = None) -> dict[str, Any]:
+    """The pre-flight dict with labels a page shows: instants in UTC, stop reasons in words, the duration.
+
+    ``campaign`` (the one the figures are of) says whether it has sending hours, which the expected end waits for.
+    """
     shown = dict(figures)
+    shown["sending_hours"] = bool(campaign and campaign.sending_hours_start is not None)
     shown["stopped_rows"] = [(STOP_LABELS.get(reason, reason), n) for reason, n in figures["stopped"].items()]
     shown["stopped_total"] = sum(figures["stopped"].values())
     shown["wave_rows"] = [
@@ -487,8 +489,9 @@ def display(figures: dict[str, Any]) -> dict[str, Any]:
     shown["expected_end_label"] = datetime.fromisoformat(end).strftime("%Y-%m-%d %H:%M UTC") if end else ""
     rate, budget = figures.get("rate_per_second"), figures.get("budget_per_second")
     shown["rate_label"] = pacing.rate_words(rate) if rate else ""
-    # Held below the budget by its spread or rate: the budget's duration would contradict the expected end.
-    shown["paced"] = bool(rate and budget and rate < budget)
+    # Held below the budget by its spread or rate: the budget's duration would contradict the expected end,
+    # and without a budget "no duration estimate" beside the expected pace would too.
+    shown["paced"] = bool(rate and (budget is None or rate < budget))
     seconds = figures.get("duration_seconds")
     shown["duration_label"] = _duration(seconds) if seconds is not None else ""
     return shown
@@ -664,7 +667,7 @@ def _review_page(request: HttpRequest, campaign: Campaign, error: str = "", stat
     context = {
         "campaign": campaign,
         "shown_params": masking.masked_params(campaign.kind, campaign.params),
-        "figures": display(campaign.preflight) if campaign.preflight else None,
+        "figures": display(campaign.preflight, campaign) if campaign.preflight else None,
         "previews": shown,
         "can_decide": problem is None,
         "why_not": problem,
