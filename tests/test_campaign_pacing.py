@@ -173,8 +173,10 @@ def test_the_api_takes_a_rate_per_hour_a_spread_and_sending_hours(create, demo_d
          "Sending hours start and end at different times (e.g. 09:00–20:00)."),
         ({"sending_hours_start": "09:00+03:30", "sending_hours_end": "20:00"}, "sending_hours_start",
          "Give a wall time without a UTC offset, e.g. 09:00: each recipient's own zone applies."),
+        # No providers file: email has no budget to cap it. 1e308/s overflowed the feeder's credit to infinity.
+        ({"rate_per_second": 1e308}, "rate_per_second", "A rate is at most 1,000,000 messages a second."),
     ],
-    ids=["negative window", "until in the past", "naive until", "two rates", "start = end", "offset"],
+    ids=["negative window", "until in the past", "naive until", "two rates", "start = end", "offset", "huge rate"],
 )  # fmt: skip
 def test_bad_pacing_over_the_api_is_a_422_naming_the_field(create, demo_data, change, field, message):
     response = create({**BODY, **change})
