@@ -679,3 +679,19 @@ def test_a_composer_pace_over_the_budget_is_explained_and_nothing_is_saved(clien
     assert response.status_code == 422
     assert "40 messages a second is above the push provider budget of 35 a second." in response.content.decode()
     assert not Campaign.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("hours", "message"),
+    [("1e308", "A spread window is at most 2,147,483,647 seconds (68 years)."),
+     ("-1e308", "A spread window is longer than 0 seconds.")],
+)  # fmt: skip
+def test_a_spread_too_long_for_any_window_is_explained_not_a_500(client, marketer, demo_data, hours, message):
+    """1e308 hours is a finite number whose seconds are not: round(inf) raised, a 500 of the composer."""
+    client.force_login(marketer)
+    response = client.post(NEW, form(list_segment(name="Forever"), spread_hours=hours))
+
+    assert response.status_code == 422
+    assert message in response.content.decode()
+    assert not Campaign.objects.exists()
