@@ -220,9 +220,10 @@ def expected_pace(
     outside the hours at its wave starts when they open there (``hours_open``), and the parts are
     fed one after the other at the rate, so the end is when the last zone's part is through
     (a window that closes before its part is through is not counted). Quiet hours are not counted.
+    An end past year 9999 (a send_at at its last hours: nothing bounds it) is None: no datetime holds it.
     """
     cap = min((r for r in (campaign.rate_per_second, budget) if r is not None), default=None)
-    rates, ends = [], []
+    rates, ends, beyond = [], [], False
     for wave in waves:
         if not wave["size"]:
             continue
@@ -234,9 +235,14 @@ def expected_pace(
         if rate is None:
             return None, None
         rates.append(rate)
-        ends.append(_wave_end(campaign, wave, at, rate, zones))
+        try:
+            ends.append(_wave_end(campaign, wave, at, rate, zones))
+        except OverflowError:  # was a 500 of the pre-flight, the composer's and submit's
+            beyond = True
     if not rates:
         return None, None
+    if beyond:
+        return round(max(rates), 6), None
     return round(max(rates), 6), max(ends).astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

@@ -695,3 +695,18 @@ def test_a_spread_too_long_for_any_window_is_explained_not_a_500(client, markete
     assert response.status_code == 422
     assert message in response.content.decode()
     assert not Campaign.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_paced_preflight_whose_end_is_past_year_9999_says_no_end_not_a_500(client, marketer, demo_data):
+    """send_at has no upper bound: at 9999-12-31 23:59 a spread of 2 hours ends past what a datetime holds."""
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    client.force_login(marketer)
+    late = form(list_segment(name="Late"), kind="promo", channel="email", spread_hours="2", param_order=None,
+                param_percent="20", schedule_mode="at", send_at="9999-12-31T23:59")  # fmt: skip
+    with time_machine.travel(NOW, tick=False):
+        response = client.post(PREFLIGHT, late, headers={"HX-Request": "true"})
+
+    assert response.status_code == 200
+    assert "Expected pace" not in response.content.decode()
