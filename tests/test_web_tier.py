@@ -9,7 +9,7 @@ from granian.utils.proxies import wrap_wsgi_with_proxy_headers
 
 from backend.body_limit import WSGIBodyLimit
 from backend.notifications.models import Notification
-from tests.processes import Processes, worker_env
+from tests.processes import ROOT, Processes, worker_env
 
 LIMIT = 1024
 
@@ -91,3 +91,13 @@ def test_the_procfile_web_tier_accepts_a_send_and_refuses_what_uvicorn_refused(d
     assert big.json() == {"error": "body_too_large", "message": "The request body may be at most 1048576 bytes."}
     unknown = requests.get(f"{web}/api/v1/nothing-here", headers=headers)
     assert (unknown.status_code, unknown.json()["error"]) == (404, "not_found")
+
+
+def test_nginx_hands_the_web_tier_only_whole_bodies():
+    """granian has no timeout on a request body (emmett-framework/granian#728, wontfix), and a WSGI worker reads it
+    in its one blocking thread: 8 connections each sending 10 bytes of a 200-byte body held all 8 workers for
+    over 200 s (2026-12-01). nginx's buffering is the only guard: it must stay on, with a body timeout.
+    """
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "proxy_request_buffering off" not in conf
+    assert "client_body_timeout 30s;" in conf
