@@ -24,6 +24,7 @@ from django.conf import settings  # noqa: E402  (after the set-up above)
 from granian.utils.proxies import wrap_wsgi_with_proxy_headers  # noqa: E402
 
 from backend.body_limit import WSGIBodyLimit, upload_limits  # noqa: E402
+from backend.client_address import ClientAddressCheck  # noqa: E402
 from backend.static_files import WSGIStaticFiles  # noqa: E402
 
 # The proxies whose X-Forwarded-For names the client: uvicorn's variable, so one setting serves both.
@@ -31,7 +32,8 @@ FORWARDED_ALLOW_IPS = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
 http_app = WSGIStaticFiles(django_wsgi_app) if settings.SERVE_STATIC else django_wsgi_app
 http_app = WSGIBodyLimit(http_app, settings.MAX_REQUEST_BODY, upload_limits())
-application = wrap_wsgi_with_proxy_headers(http_app, FORWARDED_ALLOW_IPS)
+# Inside the proxy wrapper: what a trusted proxy named must be an address (client_address.py).
+application = wrap_wsgi_with_proxy_headers(ClientAddressCheck(http_app), FORWARDED_ALLOW_IPS)
 # What is loaded by now lives as long as the worker: frozen out of the cyclic collector's reach, so that
 # its full collections stop walking Django's ~180,000 objects again and again (as in backend/asgi.py).
 gc.freeze()

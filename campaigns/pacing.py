@@ -26,7 +26,7 @@ Four optional fields of ``Campaign`` (all in the approved content hash when set,
 
 The rules an author must keep (``pacing_problem``): one kind of spread, a window > 0 and at most
 ``MAX_SPREAD_SECONDS``, an ``until`` in the future (after ``send_at``), a rate of at least one
-message an hour and ≤ the channel's budget, both
+message an hour, at most ``MAX_RATE`` and ≤ the channel's budget, both
 sending-hours bounds or neither and not equal. A spread does not combine with sending hours
 (the per-row offset is worked out in SQL, the local window in Python per zone: a spread row
 could land outside the hours), nor ``spread_until`` with local-time waves (say "over N hours":
@@ -61,6 +61,9 @@ MAX_SPREAD_SECONDS = 2**31 - 1
 # The slowest rate, messages/second: one an hour. Slower, the rate clock's 1/rate seconds and the pre-flight's
 # size/rate overflow a datetime (1e-300/s crashed submit, and would have crashed the feeder of every campaign).
 MIN_RATE = 1 / 3600
+# The fastest rate, messages/second, for a channel whose provider has no budget to cap it: far above any provider.
+# 1e308/s passed and overflowed the feeder's credit (rate × seconds) to infinity: every tick failed, for every campaign.
+MAX_RATE = 1_000_000
 
 
 def standard_budget(channel: str) -> float | None:
@@ -119,6 +122,8 @@ def _rate_problem(campaign: Campaign) -> tuple[str, str] | None:
         return "rate_per_second", "A rate is more than 0 messages a second."
     if rate < MIN_RATE:
         return "rate_per_second", "A rate is at least 1 message an hour."
+    if rate > MAX_RATE:
+        return "rate_per_second", f"A rate is at most {MAX_RATE:,} messages a second."
     budget = standard_budget(campaign.channel)
     if budget is not None and rate > budget:
         return "rate_per_second", (
@@ -255,9 +260,10 @@ def expected_pace(
     outside the hours at its wave starts when they open there (``hours_open``), and the parts are
     fed one after the other at the rate, so the end is when the last zone's part is through
     (a window that closes before its part is through is not counted). Quiet hours are not counted.
+    An end past year 9999 (a send_at at its last hours: nothing bounds it) is None: no datetime holds it.
     """
     cap = min((r for r in (campaign.rate_per_second, budget) if r is not None), default=None)
-    rates, ends = [], []
+    rates, ends, beyond = [], [], False
     for wave in waves:
         if not wave["size"]:
             continue
@@ -269,9 +275,14 @@ def expected_pace(
         if rate is None:
             return None, None
         rates.append(rate)
-        ends.append(_wave_end(campaign, wave, at, rate, zones))
+        try:
+            ends.append(_wave_end(campaign, wave, at, rate, zones))
+        except OverflowError:  # was a 500 of the pre-flight, the composer's and submit's
+            beyond = True
     if not rates:
         return None, None
+    if beyond:
+        return round(max(rates), 6), None
     return round(max(rates), 6), max(ends).astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

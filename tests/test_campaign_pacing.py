@@ -173,8 +173,10 @@ def test_the_api_takes_a_rate_per_hour_a_spread_and_sending_hours(create, demo_d
          "Sending hours start and end at different times (e.g. 09:00–20:00)."),
         ({"sending_hours_start": "09:00+03:30", "sending_hours_end": "20:00"}, "sending_hours_start",
          "Give a wall time without a UTC offset, e.g. 09:00: each recipient's own zone applies."),
+        # No providers file: email has no budget to cap it. 1e308/s overflowed the feeder's credit to infinity.
+        ({"rate_per_second": 1e308}, "rate_per_second", "A rate is at most 1,000,000 messages a second."),
     ],
-    ids=["negative window", "until in the past", "naive until", "two rates", "start = end", "offset"],
+    ids=["negative window", "until in the past", "naive until", "two rates", "start = end", "offset", "huge rate"],
 )  # fmt: skip
 def test_bad_pacing_over_the_api_is_a_422_naming_the_field(create, demo_data, change, field, message):
     response = create({**BODY, **change})
@@ -739,3 +741,34 @@ def test_a_composer_pace_over_the_budget_is_explained_and_nothing_is_saved(clien
     assert response.status_code == 422
     assert "40 messages a second is above the push provider budget of 35 a second." in response.content.decode()
     assert not Campaign.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("hours", "message"),
+    [("1e308", "A spread window is at most 2,147,483,647 seconds (68 years)."),
+     ("-1e308", "A spread window is longer than 0 seconds.")],
+)  # fmt: skip
+def test_a_spread_too_long_for_any_window_is_explained_not_a_500(client, marketer, demo_data, hours, message):
+    """1e308 hours is a finite number whose seconds are not: round(inf) raised, a 500 of the composer."""
+    client.force_login(marketer)
+    response = client.post(NEW, form(list_segment(name="Forever"), spread_hours=hours))
+
+    assert response.status_code == 422
+    assert message in response.content.decode()
+    assert not Campaign.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_paced_preflight_whose_end_is_past_year_9999_says_no_end_not_a_500(client, marketer, demo_data):
+    """send_at has no upper bound: at 9999-12-31 23:59 a spread of 2 hours ends past what a datetime holds."""
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    client.force_login(marketer)
+    late = form(list_segment(name="Late"), kind="promo", channel="email", spread_hours="2", param_order=None,
+                param_percent="20", schedule_mode="at", send_at="9999-12-31T23:59")  # fmt: skip
+    with time_machine.travel(NOW, tick=False):
+        response = client.post(PREFLIGHT, late, headers={"HX-Request": "true"})
+
+    assert response.status_code == 200
+    assert "Expected pace" not in response.content.decode()

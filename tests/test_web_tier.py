@@ -8,8 +8,9 @@ import requests
 from granian.utils.proxies import wrap_wsgi_with_proxy_headers
 
 from backend.body_limit import WSGIBodyLimit
+from backend.client_address import ClientAddressCheck
 from backend.notifications.models import Notification
-from tests.processes import Processes, worker_env
+from tests.processes import ROOT, Processes, worker_env
 
 LIMIT = 1024
 
@@ -91,3 +92,28 @@ def test_the_procfile_web_tier_accepts_a_send_and_refuses_what_uvicorn_refused(d
     assert big.json() == {"error": "body_too_large", "message": "The request body may be at most 1048576 bytes."}
     unknown = requests.get(f"{web}/api/v1/nothing-here", headers=headers)
     assert (unknown.status_code, unknown.json()["error"]) == (404, "not_found")
+    nameless = requests.get(f"{web}/healthz", headers={"X-Forwarded-For": "garbage"})  # from 127.0.0.1: trusted
+    assert (nameless.status_code, nameless.json()["error"]) == (400, "bad_request")
+
+
+def test_nginx_hands_the_web_tier_only_whole_bodies():
+    """granian has no timeout on a request body (emmett-framework/granian#728, wontfix), and a WSGI worker reads it
+    in its one blocking thread: 8 connections each sending 10 bytes of a 200-byte body held all 8 workers for
+    over 200 s (2026-12-01). nginx's buffering is the only guard: it must stay on, with a body timeout.
+    """
+    conf = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "proxy_request_buffering off" not in conf
+    assert "client_body_timeout 30s;" in conf
+
+
+def test_a_forwarded_address_that_is_no_address_is_a_400_not_a_500():
+    """django-axes stores the client address in an inet column: "garbage" from a trusted proxy was a 500 at login."""
+    app = wrap_wsgi_with_proxy_headers(ClientAddressCheck(echo), "127.0.0.1")
+
+    for forwarded in ("garbage", "203.0.113.7, unknown"):
+        status, body = call(app, {"HTTP_X_FORWARDED_FOR": forwarded})
+        assert status == "400 Bad Request"
+        assert body == {"error": "bad_request", "message": "X-Forwarded-For names no IP address."}
+    assert call(app, {"HTTP_X_FORWARDED_FOR": "2001:db8::7"})[1]["client"] == "2001:db8::7"
+    # From an untrusted peer the header is ignored, whatever it holds.
+    assert call(app, {"HTTP_X_FORWARDED_FOR": "garbage", "REMOTE_ADDR": "10.0.0.9"})[1]["client"] == "10.0.0.9"

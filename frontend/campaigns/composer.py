@@ -332,7 +332,9 @@ def _read_pacing(composed: Composed) -> None:
     fields: dict[str, Any] = {"spread_seconds": None, "rate_per_second": None}
     hours = _number(composed, "spread_hours", "Give the spread as a number of hours, e.g. 10 or 0.5.")
     if hours is not None:
-        fields["spread_seconds"] = round(hours * 3600)
+        # 1e308 hours is finite, its seconds are not (round(inf) was a 500): past the longest window
+        # either way, so pacing.pacing_problem words the refusal.
+        fields["spread_seconds"] = round(min(max(hours * 3600, -1), pacing.MAX_SPREAD_SECONDS + 1))
     fields["spread_until"] = _instant(composed, "spread_until", _zone(composed))
     rate = _number(composed, "rate", "Give the rate as a number of messages, e.g. 50.")
     unit = composed.values.get("rate_unit") or "second"
