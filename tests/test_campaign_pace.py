@@ -149,6 +149,61 @@ def test_a_campaign_sending_for_longer_than_the_window_is_measured_over_the_wind
     assert pace.recent_per_minute(plot, now) == pytest.approx(sum(m.sent for m in plot[-5:]) / 4.5)
 
 
+def resumed_minutes(*sent: tuple[int, int]) -> list[Minute]:
+    """The plot's last minutes up to NOW's: (sent, of them after the resume) in each, oldest first, after zeros."""
+    counts = [(0, 0)] * (pace.PLOT_MINUTES - len(sent)) + list(sent)
+    last = NOW.replace(second=0)
+    at = [last - timedelta(minutes=pace.PLOT_MINUTES - 1 - k) for k in range(pace.PLOT_MINUTES)]
+    return [Minute(start, n, None, after) for start, (n, after) in zip(at, counts, strict=True)]
+
+
+RESUMED = [
+    # 10 a minute (one send every 6 s), the last five minutes 09:56 … 10:00 of NOW = 10:00:30.
+    (
+        # Paused 09:58:30, resumed 10:00:00: 10 + 10 + 5 before, 5 after (10:00:00 … :24). Counted from 09:56:00
+        # over the pause it read 30 / 4.5 = 6.7 a minute (the report); running only since 10:00:00: 5 / 0.5 = 10.
+        "paused for 90 s, resumed 30 s ago",
+        ((10, 0), (10, 0), (5, 0), (0, 0), (5, 5)),
+        datetime(2026, 12, 1, 10, 0, tzinfo=UTC),
+        10.0,
+    ),
+    (
+        # Paused 09:57:00, resumed 10:00:00: 10 before, 5 after. 15 / 4.5 = 3.3 before; 5 / 0.5 = 10.
+        "paused for 3 minutes, resumed 30 s ago",
+        ((10, 0), (0, 0), (0, 0), (0, 0), (5, 5)),
+        datetime(2026, 12, 1, 10, 0, tzinfo=UTC),
+        10.0,
+    ),
+    (
+        # Paused 09:59:10 (09:59:00 and :06 sent), resumed 09:59:40: :40, :46, :52, :58 and 10:00:04 … :28 after,
+        # 9 in the 50 s since the resume: 9 / (50 / 60) = 10.8 a minute.
+        "resumed inside a minute that sent before the pause",
+        ((10, 0), (10, 0), (10, 0), (6, 4), (5, 5)),
+        datetime(2026, 12, 1, 9, 59, 40, tzinfo=UTC),
+        10.8,
+    ),
+    (
+        # Resumed 09:55:30, before the window: the five minutes are all running time, 45 / 4.5 = 10.
+        "resumed before the window: measured as before",
+        ((10, 10), (10, 10), (10, 10), (10, 10), (5, 5)),
+        datetime(2026, 12, 1, 9, 55, 30, tzinfo=UTC),
+        10.0,
+    ),
+    (
+        # Resumed 10:00:20, nothing sent since: no pace yet (the feeder has not handed any over), not 45 / 4.5.
+        "resumed 10 s ago, nothing sent since",
+        ((10, 0), (10, 0), (10, 0), (10, 0), (5, 0)),
+        datetime(2026, 12, 1, 10, 0, 20, tzinfo=UTC),
+        0.0,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "sent", "resumed", "per_minute"), RESUMED, ids=[case for case, *_ in RESUMED])
+def test_the_recent_pace_after_a_resume_counts_only_the_time_since_it(case, sent, resumed, per_minute):
+    assert pace.recent_per_minute(resumed_minutes(*sent), NOW, resumed) == pytest.approx(per_minute)
+
+
 @pytest.fixture
 def running(demo_data, marketer, approver) -> Campaign:
     """A promo email campaign to 10 recipients, started and fanned out (10 queued)."""
@@ -279,3 +334,20 @@ def test_bars_scale_to_the_busiest_minute():
     assert (bars[-3].y, bars[-3].height, bars[-1].height, bars[0].height) == (0.0, 48.0, 24.0, 0.0)
     assert [bar.x for bar in bars[:3]] == [0, 4, 8]
     assert bars[-1].label == "10:00 UTC: 5 sent"
+
+
+def test_the_expected_end_after_a_resume_leaves_the_pause_out(client, running, marketer):
+    with time_machine.travel(datetime(2026, 12, 1, 9, 57, tzinfo=UTC), tick=False):
+        actions.pause(running, marketer)
+    with time_machine.travel(datetime(2026, 12, 1, 10, 0, tzinfo=UTC), tick=False):
+        actions.resume(running, marketer)
+    sent_at(running, datetime(2026, 12, 1, 9, 56, tzinfo=UTC), datetime(2026, 12, 1, 9, 56, 30, tzinfo=UTC),
+            datetime(2026, 12, 1, 10, 0, 6, tzinfo=UTC), datetime(2026, 12, 1, 10, 0, 18, tzinfo=UTC))  # fmt: skip
+
+    with time_machine.travel(NOW, tick=False):
+        html = client_as(client, marketer).get(f"/campaigns/{running.pk}/progress").content.decode()
+
+    # 2 sent in the 30 s since the resume at 10:00:00: 4 a minute, 6 left: 1.5 minutes, 10:02:00. Counted from
+    # 09:56:00 over the pause it was 4 in 4.5 minutes (0.9 a minute) and 10:07:15.
+    assert 'id="pace-per-minute">4<' in html
+    assert '<time datetime="2026-12-01T10:02:00+00:00">2026-12-01 10:02 UTC</time>' in html
