@@ -132,23 +132,23 @@ def pace(
     campaign: Campaign,
     remaining: int,
     now: datetime,
-    last_scheduled: datetime | None = None,
+    not_before: datetime | None = None,
     resumed: datetime | None = None,
 ) -> Pace:
     """``campaign``'s pace at ``now``, and when the ``remaining`` rows are expected to be sent.
 
     ``resumed``: its last resume (``resumed_at``), from which the recent pace counts when it is recent.
 
-    At the recent pace, but never before ``last_scheduled`` (``last_scheduled``: the latest
-    ``send_at`` of its rows waiting for their place in the spread, the sending hours, a wave):
-    120 rows at 5 a minute are not through in 24 minutes when 90 of them wait for 08:00.
+    At the recent pace, but never before ``not_before`` (``earliest_end``: the latest ``send_at``
+    of its rows waiting for their place in the spread, the sending hours, a wave, and the time its
+    rate needs for them): 120 rows at 5 a minute are not through in 24 minutes when 90 of them wait for 08:00.
     """
     minutes = minutes_sent(campaign, now, resumed)
     per_minute = recent_per_minute(minutes, now, resumed)
     if campaign.state != Campaign.State.RUNNING or remaining <= 0:
         return Pace(minutes, per_minute, None)
     ends = [now + timedelta(minutes=remaining / per_minute)] if per_minute > 0 else []
-    ends += [last_scheduled] if last_scheduled is not None else []
+    ends += [not_before] if not_before is not None else []
     return Pace(minutes, per_minute, max(ends, default=None))
 
 
@@ -163,7 +163,7 @@ class Facts:
     handed to the standard queue; ``queue_depth``: tasks in that queue (None: Redis unreachable)
     and ``queue_limit`` the feeder's ceiling (``NOTIFY_CAMPAIGN_FEED``); ``rate_per_second``: the
     campaign's own rate, if it has one; ``open_breakers``: providers of its channel whose breaker
-    is open; ``last_scheduled``: the latest ``send_at`` of its scheduled rows (``pace``'s floor).
+    is open; ``last_scheduled``: the latest ``send_at`` of its scheduled rows (``earliest_end``'s floor).
     """
 
     state: str
@@ -176,6 +176,24 @@ class Facts:
     rate_per_second: float | None = None
     open_breakers: tuple[str, ...] = ()
     last_scheduled: datetime | None = None
+
+
+def earliest_end(facts: Facts, now: datetime) -> datetime | None:
+    """The earliest instant all the campaign's waiting rows can be sent; None when nothing bounds it.
+
+    Never before the last ``send_at`` of its scheduled rows; with a rate of its own, the rows ready
+    now go first at that rate, then each reason's rows from its first ``send_at`` (none goes before
+    it), one after the other: 200 released at 09:00 at 600 an hour end at 09:20 (as the pre-flight's
+    ``pacing.expected_pace`` says), not at 09:00. A floor: rows of one reason spread over a long
+    stretch may end later.
+    """
+    ends = [facts.last_scheduled] if facts.last_scheduled is not None else []
+    if facts.rate_per_second:
+        through = now + timedelta(seconds=facts.unfed / facts.rate_per_second)
+        for first, n in sorted((at or now, n) for n, at in (facts.scheduled or {}).values()):
+            through = max(through, first) + timedelta(seconds=n / facts.rate_per_second)
+        ends.append(through)
+    return max(ends, default=None)
 
 
 @dataclass(frozen=True)

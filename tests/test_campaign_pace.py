@@ -96,6 +96,84 @@ def test_why_a_campaign_waits(case, facts, reasons):
     assert [(reason.code, reason.text) for reason in pace.why_waiting(facts)] == reasons
 
 
+def utc(hour: int, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(2026, 12, 1, hour, minute, second, tzinfo=UTC)
+
+
+SIX_SECONDS = 600 / 3600  # 600 an hour: one row every 6 s
+# At 08:00 (utc(8)), as read by pace.facts.
+EARLIEST_END = [
+    (
+        # The report: 200 rows released at 09:00 at 600 an hour go until 09:00 + 200 × 6 s = 09:20, as the pre-flight
+        # says; the page said 09:00.
+        "rows released at 09:00 still go at the campaign's rate",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            scheduled={"sending-hours": (200, utc(9))},
+            last_scheduled=utc(9),
+        ),
+        utc(9, 20),
+    ),
+    (
+        "without a rate of its own: the last send_at",
+        Facts(state=RUNNING, scheduled={"sending-hours": (200, utc(9))}, last_scheduled=utc(9)),
+        utc(9),
+    ),
+    (
+        # 630 ready now go first: 08:00 + 630 × 6 s = 09:03; the 200 of 09:00 after them: 09:03 + 1,200 s = 09:23.
+        "the rows ready now go before those released later",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            unfed=630,
+            scheduled={"sending-hours": (200, utc(9))},
+            last_scheduled=utc(9),
+        ),
+        utc(9, 23),
+    ),
+    (
+        # 50 from 08:30 are through at 08:35, before 09:00: the 200 of 09:00 still end at 09:20.
+        "rows of an earlier reason through before the later ones open",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            scheduled={"quiet-hours": (50, utc(8, 30)), "sending-hours": (200, utc(9))},
+            last_scheduled=utc(9),
+        ),
+        utc(9, 20),
+    ),
+    (
+        # 400 from 08:30 take until 08:30 + 2,400 s = 09:10; the 200 of 09:00 after them: 09:10 + 1,200 s = 09:30.
+        "rows of an earlier reason still going when the later ones open",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            scheduled={"quiet-hours": (400, utc(8, 30)), "sending-hours": (200, utc(9))},
+            last_scheduled=utc(9),
+        ),
+        utc(9, 30),
+    ),
+    (
+        # Spread from 08:10 to 09:00: 100 at one every 6 s take 600 s from 08:10 (08:20): the last row decides.
+        "a spread slower than the rate ends with its last row",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            scheduled={"campaign-spread": (100, utc(8, 10))},
+            last_scheduled=utc(9),
+        ),
+        utc(9),
+    ),
+    ("nothing waits and no rate: no floor", Facts(state=RUNNING, unfed=30), None),
+]
+
+
+@pytest.mark.parametrize(("case", "facts", "end"), EARLIEST_END, ids=[case for case, _, _ in EARLIEST_END])
+def test_the_earliest_end_counts_the_released_rows_at_the_campaigns_rate(case, facts, end):
+    assert pace.earliest_end(facts, utc(8)) == end
+
+
 def minutes(*sent: int) -> list[Minute]:
     """The plot's last minutes up to NOW's, ``sent`` in each (oldest first), after zeros."""
     last = NOW.replace(second=0)
@@ -245,7 +323,7 @@ def test_rows_waiting_for_later_push_the_expected_end_to_the_last_of_them(runnin
 
     last = pace.facts(running).last_scheduled
     assert last == AT
-    assert pace.pace(running, remaining=8, now=NOW, last_scheduled=last).expected_end == AT
+    assert pace.pace(running, remaining=8, now=NOW, not_before=last).expected_end == AT
     with time_machine.travel(NOW, tick=False):
         html = client_as(client, marketer).get(f"/campaigns/{running.pk}/progress").content.decode()
     assert '<span id="expected-end"><time datetime="2026-12-01T14:30:00+00:00">2026-12-01 14:30 UTC</time>' in html
@@ -351,3 +429,16 @@ def test_the_expected_end_after_a_resume_leaves_the_pause_out(client, running, m
     # 09:56:00 over the pause it was 4 in 4.5 minutes (0.9 a minute) and 10:07:15.
     assert 'id="pace-per-minute">4<' in html
     assert '<time datetime="2026-12-01T10:02:00+00:00">2026-12-01 10:02 UTC</time>' in html
+
+
+def test_a_rate_limited_campaigns_end_is_after_its_released_rows_go_at_its_rate(running, client, marketer):
+    Campaign.objects.filter(pk=running.pk).update(rate_per_second=600 / 3600)
+    rows = list(Notification.objects.filter(campaign=running).order_by("pk").values_list("pk", flat=True))
+    Notification.objects.filter(pk__in=rows[2:]).update(state=State.SCHEDULED, reason="sending-hours", send_at=AT)
+    sent_at(running, NOW - timedelta(seconds=20), NOW - timedelta(seconds=10))
+
+    with time_machine.travel(NOW, tick=False):
+        html = client_as(client, marketer).get(f"/campaigns/{running.pk}/progress").content.decode()
+
+    # 8 wait for 14:30 and go at 600 an hour, one every 6 s: 14:30 + 48 s, not 14:30.
+    assert '<span id="expected-end"><time datetime="2026-12-01T14:30:48+00:00">2026-12-01 14:30 UTC</time>' in html

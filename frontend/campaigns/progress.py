@@ -201,8 +201,10 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
     remaining = progress.will_send - progress.done
     facts = pace.facts(campaign) if started else None
     audit = list(campaign.audit.order_by("at", "pk"))
-    resumed = pace.resumed_at(audit)
-    going = pace.pace(campaign, remaining, timezone.now(), facts.last_scheduled, resumed) if facts else None
+    now = timezone.now()
+    going = (
+        pace.pace(campaign, remaining, now, pace.earliest_end(facts, now), pace.resumed_at(audit)) if facts else None
+    )
     return {
         "campaign": campaign,
         "progress": progress,
