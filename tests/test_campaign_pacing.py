@@ -617,6 +617,83 @@ def test_the_expected_end_waits_for_each_zones_sending_hours(demo_data):
     assert pacing.expected_pace(campaign, [wave], None) == (0.138889, "2026-12-01T00:39:24Z")  # no zones: at once
 
 
+NINE_TO_EIGHT_PM = {"sending_hours_start": time(9), "sending_hours_end": time(20)}
+WAITING_ZONES = [
+    (
+        # At 00:25 UTC New York reads 19:25 (inside 09:00–20:00); 09:00 comes at 05:30 UTC in Tehran (+03:30), at
+        # 06:00 UTC in Riyadh (+03), at 08:00 UTC in Berlin and Paris (+01, one line).
+        "zones outside wait until 09:00 their time",
+        NINE_TO_EIGHT_PM,
+        {
+            "at": "2026-12-01T00:25:00Z",
+            "zones": ["America/New_York", "Asia/Riyadh", "Asia/Tehran", "Europe/Berlin", "Europe/Paris"],
+        },
+        [
+            {"zones": "Asia/Tehran", "local": "09:00", "at": "2026-12-01T05:30:00Z", "utc": "2026-12-01 05:30 UTC"},
+            {"zones": "Asia/Riyadh", "local": "09:00", "at": "2026-12-01T06:00:00Z", "utc": "2026-12-01 06:00 UTC"},
+            {
+                "zones": "Europe/Berlin, Europe/Paris",
+                "local": "09:00",
+                "at": "2026-12-01T08:00:00Z",
+                "utc": "2026-12-01 08:00 UTC",
+            },
+        ],
+    ),
+    (
+        # 12:00 UTC: 15:00 in Riyadh, 13:00 in Berlin, both inside.
+        "every zone inside the hours: none waits",
+        NINE_TO_EIGHT_PM,
+        {"at": "2026-12-01T12:00:00Z", "zones": ["Asia/Riyadh", "Europe/Berlin"]},
+        [],
+    ),
+    (
+        # 22:00–06:00 across midnight: at 12:00 UTC Riyadh reads 15:00, outside, and opens at 22:00 = 19:00 UTC;
+        # Tokyo (+09) reads 21:00, outside, opens at 22:00 = 13:00 UTC.
+        "hours across midnight",
+        {"sending_hours_start": time(22), "sending_hours_end": time(6)},
+        {"at": "2026-12-01T12:00:00Z", "zones": ["Asia/Riyadh", "Asia/Tokyo"]},
+        [
+            {"zones": "Asia/Tokyo", "local": "22:00", "at": "2026-12-01T13:00:00Z", "utc": "2026-12-01 13:00 UTC"},
+            {"zones": "Asia/Riyadh", "local": "22:00", "at": "2026-12-01T19:00:00Z", "utc": "2026-12-01 19:00 UTC"},
+        ],
+    ),
+    (
+        "no sending hours: nothing waits for them",
+        {},
+        {"at": "2026-12-01T00:25:00Z", "zones": ["America/New_York", "Asia/Riyadh"]},
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "hours", "wave", "waiting"), WAITING_ZONES, ids=[case for case, *_ in WAITING_ZONES])
+def test_each_wave_names_the_zones_that_wait_for_the_sending_hours_and_until_when(case, hours, wave, waiting):
+    from frontend.campaigns.composer import display
+
+    figures = {"stopped": {}, "waves": [{**wave, "utc_offset": "UTC+00:00", "size": 10}]}
+
+    assert display(figures, Campaign(**hours))["wave_rows"][0]["waiting"] == waiting
+
+
+@pytest.mark.django_db
+def test_the_live_preflights_waves_say_who_waits_for_the_sending_hours(client, marketer, demo_data):
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    client.force_login(marketer)
+    paced = form(list_segment(name="Hours"), kind="promo", channel="email", rate="600", rate_unit="hour",
+                 param_order=None, param_percent="20")  # fmt: skip
+    hours = {**paced, "sending_hours_start": "09:00", "sending_hours_end": "20:00"}
+    with time_machine.travel(NOW, tick=False):
+        page = client.post(PREFLIGHT, hours, headers={"HX-Request": "true"}).content.decode()
+
+    # 08:00 UTC: 11:00 in Riyadh, 11:30 in Tehran (inside); 03:00 in New York, where 09:00 is 14:00 UTC.
+    assert (
+        'America/New_York wait until 09:00 local, <time datetime="2026-12-01T14:00:00Z">2026-12-01 14:00 UTC</time>'
+        in page
+    )
+    assert "Asia/Riyadh" not in page.split('id="pf-waves"')[1].split("</table>")[0]
+
+
 @pytest.mark.django_db
 def test_the_live_preflight_says_a_slow_pace_per_hour_and_a_conflict_at_once(client, marketer, demo_data):
     from tests.test_campaign_composer_pages import PREFLIGHT
