@@ -188,9 +188,26 @@ def test_describe_says_the_pacing_in_words():
         spread_seconds=36_000, rate_per_second=0.5, sending_hours_start=time(9), sending_hours_end=time(20)
     )
     assert pacing.describe(campaign) == (
-        "spread over 10 h · at most 1800 messages/h · sending hours 09:00–20:00 in each recipient's local time"
+        "spread over 10 h · at most 1,800 messages/h · sending hours 09:00–20:00 in each recipient's local time"
     )
     assert pacing.describe(Campaign()) == ""
+
+
+DESCRIBED_RATES = [
+    # The review page and the PDF group thousands as rate_words does ("1,800 messages an hour"), and keep every digit
+    # the marketer gave (rate_amount): 0.5/s is 1,800 an hour, 1/7 a second 514.285714 an hour.
+    (0.5, "at most 1,800 messages/h", "1,800 messages an hour"),
+    (7000 / 3600, "at most 7,000 messages/h", "7,000 messages an hour"),
+    (1_234_567 / 3600, "at most 1,234,567 messages/h", "1,234,567 messages an hour"),
+    (1500.0, "at most 1,500 messages/s", "1,500 messages a second"),
+    (50.0, "at most 50 messages/s", "50 messages a second"),
+    (1 / 7, "at most 514.285714 messages/h", "514 messages an hour"),
+]
+
+
+@pytest.mark.parametrize(("per_second", "described", "words"), DESCRIBED_RATES)
+def test_describe_groups_thousands_as_the_other_pages_do(per_second, described, words):
+    assert (pacing.describe(Campaign(rate_per_second=per_second)), pacing.rate_words(per_second)) == (described, words)
 
 
 # --- the composer --------------------------------------------------------------------------------
@@ -598,7 +615,7 @@ def test_a_marketer_composes_a_paced_campaign_and_the_approver_reads_its_pace(cl
     assert (campaign.state, campaign.rate_per_second, campaign.sending_hours_start) == ("submitted", 0.5, time(9))
     client.force_login(approver)
     page = client.get(f"/campaigns/{campaign.pk}/review").content.decode()
-    expected = "at most 1800 messages/h · sending hours 09:00–20:00 in each recipient&#x27;s local time"
+    expected = "at most 1,800 messages/h · sending hours 09:00–20:00 in each recipient&#x27;s local time"
     assert f'<dd id="review-pacing">{expected}</dd>' in page
     assert report.gather(campaign).pacing == expected.replace("&#x27;", "'")
 
@@ -781,7 +798,7 @@ def test_thousands_an_hour_reopen_and_read_per_hour_not_as_a_rounded_rate_a_seco
     client.post(f"/campaigns/{campaign.pk}/edit", form(campaign.segment, rate="7000", rate_unit="hour"))
     campaign.refresh_from_db()
     assert campaign.rate_per_second * 3600 == pytest.approx(7000, abs=1e-9)
-    assert pacing.describe(campaign) == "at most 7000 messages/h"
+    assert pacing.describe(campaign) == "at most 7,000 messages/h"
     assert pacing.rate_words(campaign.rate_per_second) == "7,000 messages an hour"
     from tests.test_campaign_composer_pages import PREFLIGHT
 
