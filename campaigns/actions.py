@@ -16,6 +16,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from backend.notifications import idempotency
@@ -453,6 +454,15 @@ def approval_problem(campaign: Campaign, user: Actor) -> str | None:
     if campaign.state != Campaign.State.SUBMITTED:
         return f"{campaign} is {campaign.state}, not waiting for approval."
     return None
+
+
+def awaiting_approval(user: AbstractBaseUser) -> QuerySet[Campaign]:
+    """The submitted campaigns ``user`` may approve: ``approval_problem``'s rule as one query (none written by them).
+
+    The caller checks the approve permission (the navigation's badge shows nothing without it).
+    """
+    wrote = CampaignAudit.objects.filter(campaign=OuterRef("pk"), actor=user.pk, action__in=WRITING_ACTIONS)
+    return Campaign.objects.filter(state=Campaign.State.SUBMITTED).exclude(author=user.pk).exclude(Exists(wrote))
 
 
 def approve(campaign: Campaign, user: AbstractBaseUser, shown_hash: str, comment: str = "") -> Campaign:

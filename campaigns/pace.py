@@ -13,11 +13,12 @@ The reasons a campaign's rows wait (``Notification.reason`` of its ``scheduled``
 ``campaign-spread`` (the campaign's sending hours and its spread over a window, campaigns/pacing.py).
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, Max, Min, Subquery
+from django.db.models import Count, Max, Min, Q, Subquery
 from django.db.models.functions import Coalesce, TruncMinute
 
 from backend.notifications.delivery import breaker
@@ -43,11 +44,15 @@ SCHEDULED_REASONS = {
 
 @dataclass(frozen=True)
 class Minute:
-    """One minute of the plot: when it starts (UTC), how many of the campaign's rows were sent in it, the first when."""
+    """One minute of the plot: when it starts (UTC), how many of the campaign's rows were sent in it, the first when.
+
+    ``since_resume``: how many of them were sent at or after its last resume (``minutes_sent``'s ``resumed``).
+    """
 
     at: datetime
     sent: int
     first: datetime | None = None
+    since_resume: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,11 @@ class Pace:
     expected_end: datetime | None
 
 
-def minutes_sent(campaign: Campaign, now: datetime) -> list[Minute]:
-    """Rows of ``campaign`` sent in each of the last ``PLOT_MINUTES`` minutes to ``now``, oldest first, zeros too."""
+def minutes_sent(campaign: Campaign, now: datetime, resumed: datetime | None = None) -> list[Minute]:
+    """Rows of ``campaign`` sent in each of the last ``PLOT_MINUTES`` minutes to ``now``, oldest first, zeros too.
+
+    With ``resumed`` (its last resume), each minute also counts its rows sent since then, in the same statement.
+    """
     last = now.astimezone(UTC).replace(second=0, microsecond=0)
     first = last - timedelta(minutes=PLOT_MINUTES - 1)
     rows = (
@@ -72,13 +80,27 @@ def minutes_sent(campaign: Campaign, now: datetime) -> list[Minute]:
         .order_by()
         .values_list("minute")
         # not COUNT(id): with no column of the heap to read (sent_at is in the index), an index-only scan
-        .annotate(n=Count("*"), first=Min("sent_at"))
+        .annotate(
+            n=Count("*"),
+            first=Min("sent_at"),
+            since=Count("sent_at", filter=Q(sent_at__gte=resumed)) if resumed else Count(None),  # COUNT(NULL): 0
+        )
     )
-    found = {minute.astimezone(UTC): (n, earliest) for minute, n, earliest in rows}
-    return [Minute(at, *found.get(at, (0, None))) for at in (first + timedelta(minutes=k) for k in range(PLOT_MINUTES))]
+    found = {minute.astimezone(UTC): (n, earliest, since) for minute, n, earliest, since in rows}
+    plot = (first + timedelta(minutes=k) for k in range(PLOT_MINUTES))
+    return [Minute(at, *found.get(at, (0, None, 0))) for at in plot]
 
 
-def recent_per_minute(minutes: list[Minute], now: datetime) -> float:
+def resumed_at(audit: Iterable[CampaignAudit]) -> datetime | None:
+    """When the campaign was last resumed, from its ``audit`` rows oldest first; None if never or paused since."""
+    last = None
+    for row in audit:
+        if row.action in (CampaignAudit.Action.PAUSE, CampaignAudit.Action.RESUME):
+            last = row
+    return last.at if last is not None and last.action == CampaignAudit.Action.RESUME else None
+
+
+def recent_per_minute(minutes: list[Minute], now: datetime, resumed: datetime | None = None) -> float:
     """Sent per minute over the last ``RECENT_MINUTES`` minutes, counted from the first of them that sent anything.
 
     A campaign that began sending 30 s ago is measured over those 30 s (at least one minute's worth
@@ -86,7 +108,14 @@ def recent_per_minute(minutes: list[Minute], now: datetime) -> float:
     When the minute before the first busy one sent nothing, sending began inside it: counted from
     its first send, not from the minute's start, which read 600 an hour begun at :15 s as 4 a minute
     after 30 s. A single send so far still counts from the minute's start (1 in 1 s is no pace of 60).
+
+    Resumed (``resumed``) inside those minutes, it counts only the rows sent since the resume over the time since:
+    the paused minutes read 10 a minute resumed 30 s ago as 6.7 a minute, and its expected end 20 minutes late.
     """
+    window = minutes[-RECENT_MINUTES:]
+    if resumed is not None and window and resumed > window[0].at:
+        elapsed = (now - resumed).total_seconds() / 60
+        return sum(minute.since_resume for minute in window) / max(elapsed, 1 / 60)
     busy = [k for k in range(max(0, len(minutes) - RECENT_MINUTES), len(minutes)) if minutes[k].sent]
     if not busy:
         return 0.0
@@ -99,19 +128,27 @@ def recent_per_minute(minutes: list[Minute], now: datetime) -> float:
     return sent / max(elapsed, 1 / 60)
 
 
-def pace(campaign: Campaign, remaining: int, now: datetime, last_scheduled: datetime | None = None) -> Pace:
+def pace(
+    campaign: Campaign,
+    remaining: int,
+    now: datetime,
+    not_before: datetime | None = None,
+    resumed: datetime | None = None,
+) -> Pace:
     """``campaign``'s pace at ``now``, and when the ``remaining`` rows are expected to be sent.
 
-    At the recent pace, but never before ``last_scheduled`` (``last_scheduled``: the latest
-    ``send_at`` of its rows waiting for their place in the spread, the sending hours, a wave):
-    120 rows at 5 a minute are not through in 24 minutes when 90 of them wait for 08:00.
+    ``resumed``: its last resume (``resumed_at``), from which the recent pace counts when it is recent.
+
+    At the recent pace, but never before ``not_before`` (``earliest_end``: the latest ``send_at``
+    of its rows waiting for their place in the spread, the sending hours, a wave, and the time its
+    rate needs for them): 120 rows at 5 a minute are not through in 24 minutes when 90 of them wait for 08:00.
     """
-    minutes = minutes_sent(campaign, now)
-    per_minute = recent_per_minute(minutes, now)
+    minutes = minutes_sent(campaign, now, resumed)
+    per_minute = recent_per_minute(minutes, now, resumed)
     if campaign.state != Campaign.State.RUNNING or remaining <= 0:
         return Pace(minutes, per_minute, None)
     ends = [now + timedelta(minutes=remaining / per_minute)] if per_minute > 0 else []
-    ends += [last_scheduled] if last_scheduled is not None else []
+    ends += [not_before] if not_before is not None else []
     return Pace(minutes, per_minute, max(ends, default=None))
 
 
@@ -126,7 +163,7 @@ class Facts:
     handed to the standard queue; ``queue_depth``: tasks in that queue (None: Redis unreachable)
     and ``queue_limit`` the feeder's ceiling (``NOTIFY_CAMPAIGN_FEED``); ``rate_per_second``: the
     campaign's own rate, if it has one; ``open_breakers``: providers of its channel whose breaker
-    is open; ``last_scheduled``: the latest ``send_at`` of its scheduled rows (``pace``'s floor).
+    is open; ``last_scheduled``: the latest ``send_at`` of its scheduled rows (``earliest_end``'s floor).
     """
 
     state: str
@@ -139,6 +176,24 @@ class Facts:
     rate_per_second: float | None = None
     open_breakers: tuple[str, ...] = ()
     last_scheduled: datetime | None = None
+
+
+def earliest_end(facts: Facts, now: datetime) -> datetime | None:
+    """The earliest instant all the campaign's waiting rows can be sent; None when nothing bounds it.
+
+    Never before the last ``send_at`` of its scheduled rows; with a rate of its own, the rows ready
+    now go first at that rate, then each reason's rows from its first ``send_at`` (none goes before
+    it), one after the other: 200 released at 09:00 at 600 an hour end at 09:20 (as the pre-flight's
+    ``pacing.expected_pace`` says), not at 09:00. A floor: rows of one reason spread over a long
+    stretch may end later.
+    """
+    ends = [facts.last_scheduled] if facts.last_scheduled is not None else []
+    if facts.rate_per_second:
+        through = now + timedelta(seconds=facts.unfed / facts.rate_per_second)
+        for first, n in sorted((at or now, n) for n, at in (facts.scheduled or {}).values()):
+            through = max(through, first) + timedelta(seconds=n / facts.rate_per_second)
+        ends.append(through)
+    return max(ends, default=None)
 
 
 @dataclass(frozen=True)

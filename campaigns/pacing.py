@@ -146,7 +146,8 @@ def _hours_problem(campaign: Campaign) -> tuple[str, str] | None:
 def describe(campaign: Campaign) -> str:
     """The pacing in words for the review page and the PDF report; "" when the campaign has none.
 
-    ``spread over 10 h · at most 50 messages/s · sending hours 09:00–20:00 in each recipient's local time``.
+    ``spread over 10 h · at most 1,800 messages/h · sending hours 09:00–20:00 in each recipient's local time``:
+    every digit of the rate as given (``rate_amount``), thousands grouped as ``rate_words`` groups them.
     """
     parts = []
     if campaign.spread_seconds is not None:
@@ -155,7 +156,7 @@ def describe(campaign: Campaign) -> str:
         parts.append(f"spread until {campaign.spread_until.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
     if campaign.rate_per_second is not None:
         amount, unit = rate_amount(campaign.rate_per_second)
-        parts.append(f"at most {amount} messages/{'h' if unit == 'hour' else 's'}")
+        parts.append(f"at most {_grouped(amount)} messages/{'h' if unit == 'hour' else 's'}")
     if campaign.sending_hours_start is not None and campaign.sending_hours_end is not None:
         hours = f"{campaign.sending_hours_start:%H:%M}–{campaign.sending_hours_end:%H:%M}"
         parts.append(f"sending hours {hours} in each recipient's local time")
@@ -210,6 +211,12 @@ def _plain(value: float) -> str:
         return str(round(value))
     text = repr(value)
     return text if "e" not in text else f"{value:.20f}".rstrip("0").rstrip(".")
+
+
+def _grouped(plain: str) -> str:
+    """``"1800"`` → "1,800", ``"514.285714"`` → "514.285714": a ``_plain`` number with its thousands grouped."""
+    whole, point, fraction = plain.partition(".")
+    return f"{int(whole):,}{point}{fraction}"
 
 
 def _amount(value: float) -> str:

@@ -1,15 +1,17 @@
 """The composer and review pages (frontend/campaigns/composer.py): roles, validation, the live pre-flight, approval."""
 
+import re
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
+from backend.notifications.actions import templates as template_actions
 from backend.notifications.masking import MASK
 from backend.notifications.models import Kind, TemplateVersion
 from campaigns import actions
-from campaigns.models import Campaign, CampaignApproval, Segment
+from campaigns.models import Campaign, CampaignApproval, CampaignAudit, Segment
 from tests.campaigns_setup import list_segment
 
 NEW, PREFLIGHT, LIST = "/campaigns/new", "/campaigns/preflight", "/campaigns/"
@@ -214,6 +216,35 @@ def test_a_crafted_approval_by_the_author_is_refused(client, marketer, segment, 
     assert 'id="review-error"' in response.content.decode()
     assert Campaign.objects.get(pk=campaign.pk).state == "submitted"
     assert not CampaignApproval.objects.exists()
+
+
+def awaiting_badge(page: str) -> tuple[str | None, str | None]:
+    """The navigation's counts of templates and of campaigns awaiting approval (None: not shown)."""
+    found = [
+        re.search(rf'id="{link}"[^>]*>{label} <span class="nav-count"[^>]*>(\d+)<', page)
+        for link, label in (("nav-awaiting", "templates"), ("nav-awaiting-campaigns", "campaigns"))
+    ]
+    return tuple(match.group(1) if match else None for match in found)
+
+
+def test_the_awaiting_approval_badge_counts_campaigns_beside_templates(client, marketer, approver, editor, segment):
+    # Waiting for the approver: one template draft by the editor, and of four campaigns the marketer's submitted one;
+    # not a draft, not one approved, not one the approver edited (the two-person rule: a writer may not approve).
+    template_actions.save_template_draft(Kind.objects.get(name="shipped"), "en", "sms", editor, text_body="{{ order }}")
+    submitted_by(marketer, segment)
+    approved = submitted_by(marketer, segment)
+    actions.approve(approved, approver, approved.content_hash)
+    actions.create_draft(marketer, name="Later", kind=Kind.objects.get(name="shipped"), channel="sms",
+                         params={"order": "1"}, segment=segment, correction_none_reason=REASON)  # fmt: skip
+    edited = submitted_by(marketer, segment)
+    CampaignAudit.objects.create(campaign=edited, actor=approver, actor_name="approver", action="edit")
+
+    page = logged_in(client, approver).get("/campaigns/").content.decode()
+
+    assert "Awaiting approval:" in page
+    assert awaiting_badge(page) == ("1", "1")
+    assert 'href="/campaigns/" id="nav-awaiting-campaigns"' in page
+    assert awaiting_badge(logged_in(client, marketer).get("/campaigns/").content.decode()) == (None, None)
 
 
 def test_an_approver_sees_the_frozen_content_and_approves_the_hash_shown(client, marketer, approver, segment):

@@ -96,6 +96,84 @@ def test_why_a_campaign_waits(case, facts, reasons):
     assert [(reason.code, reason.text) for reason in pace.why_waiting(facts)] == reasons
 
 
+def utc(hour: int, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(2026, 12, 1, hour, minute, second, tzinfo=UTC)
+
+
+SIX_SECONDS = 600 / 3600  # 600 an hour: one row every 6 s
+# At 08:00 (utc(8)), as read by pace.facts.
+EARLIEST_END = [
+    (
+        # The report: 200 rows released at 09:00 at 600 an hour go until 09:00 + 200 × 6 s = 09:20, as the pre-flight
+        # says; the page said 09:00.
+        "rows released at 09:00 still go at the campaign's rate",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            scheduled={"sending-hours": (200, utc(9))},
+            last_scheduled=utc(9),
+        ),
+        utc(9, 20),
+    ),
+    (
+        "without a rate of its own: the last send_at",
+        Facts(state=RUNNING, scheduled={"sending-hours": (200, utc(9))}, last_scheduled=utc(9)),
+        utc(9),
+    ),
+    (
+        # 630 ready now go first: 08:00 + 630 × 6 s = 09:03; the 200 of 09:00 after them: 09:03 + 1,200 s = 09:23.
+        "the rows ready now go before those released later",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            unfed=630,
+            scheduled={"sending-hours": (200, utc(9))},
+            last_scheduled=utc(9),
+        ),
+        utc(9, 23),
+    ),
+    (
+        # 50 from 08:30 are through at 08:35, before 09:00: the 200 of 09:00 still end at 09:20.
+        "rows of an earlier reason through before the later ones open",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            scheduled={"quiet-hours": (50, utc(8, 30)), "sending-hours": (200, utc(9))},
+            last_scheduled=utc(9),
+        ),
+        utc(9, 20),
+    ),
+    (
+        # 400 from 08:30 take until 08:30 + 2,400 s = 09:10; the 200 of 09:00 after them: 09:10 + 1,200 s = 09:30.
+        "rows of an earlier reason still going when the later ones open",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            scheduled={"quiet-hours": (400, utc(8, 30)), "sending-hours": (200, utc(9))},
+            last_scheduled=utc(9),
+        ),
+        utc(9, 30),
+    ),
+    (
+        # Spread from 08:10 to 09:00: 100 at one every 6 s take 600 s from 08:10 (08:20): the last row decides.
+        "a spread slower than the rate ends with its last row",
+        Facts(
+            state=RUNNING,
+            rate_per_second=SIX_SECONDS,
+            scheduled={"campaign-spread": (100, utc(8, 10))},
+            last_scheduled=utc(9),
+        ),
+        utc(9),
+    ),
+    ("nothing waits and no rate: no floor", Facts(state=RUNNING, unfed=30), None),
+]
+
+
+@pytest.mark.parametrize(("case", "facts", "end"), EARLIEST_END, ids=[case for case, _, _ in EARLIEST_END])
+def test_the_earliest_end_counts_the_released_rows_at_the_campaigns_rate(case, facts, end):
+    assert pace.earliest_end(facts, utc(8)) == end
+
+
 def minutes(*sent: int) -> list[Minute]:
     """The plot's last minutes up to NOW's, ``sent`` in each (oldest first), after zeros."""
     last = NOW.replace(second=0)
@@ -149,6 +227,61 @@ def test_a_campaign_sending_for_longer_than_the_window_is_measured_over_the_wind
     assert pace.recent_per_minute(plot, now) == pytest.approx(sum(m.sent for m in plot[-5:]) / 4.5)
 
 
+def resumed_minutes(*sent: tuple[int, int]) -> list[Minute]:
+    """The plot's last minutes up to NOW's: (sent, of them after the resume) in each, oldest first, after zeros."""
+    counts = [(0, 0)] * (pace.PLOT_MINUTES - len(sent)) + list(sent)
+    last = NOW.replace(second=0)
+    at = [last - timedelta(minutes=pace.PLOT_MINUTES - 1 - k) for k in range(pace.PLOT_MINUTES)]
+    return [Minute(start, n, None, after) for start, (n, after) in zip(at, counts, strict=True)]
+
+
+RESUMED = [
+    # 10 a minute (one send every 6 s), the last five minutes 09:56 … 10:00 of NOW = 10:00:30.
+    (
+        # Paused 09:58:30, resumed 10:00:00: 10 + 10 + 5 before, 5 after (10:00:00 … :24). Counted from 09:56:00
+        # over the pause it read 30 / 4.5 = 6.7 a minute (the report); running only since 10:00:00: 5 / 0.5 = 10.
+        "paused for 90 s, resumed 30 s ago",
+        ((10, 0), (10, 0), (5, 0), (0, 0), (5, 5)),
+        datetime(2026, 12, 1, 10, 0, tzinfo=UTC),
+        10.0,
+    ),
+    (
+        # Paused 09:57:00, resumed 10:00:00: 10 before, 5 after. 15 / 4.5 = 3.3 before; 5 / 0.5 = 10.
+        "paused for 3 minutes, resumed 30 s ago",
+        ((10, 0), (0, 0), (0, 0), (0, 0), (5, 5)),
+        datetime(2026, 12, 1, 10, 0, tzinfo=UTC),
+        10.0,
+    ),
+    (
+        # Paused 09:59:10 (09:59:00 and :06 sent), resumed 09:59:40: :40, :46, :52, :58 and 10:00:04 … :28 after,
+        # 9 in the 50 s since the resume: 9 / (50 / 60) = 10.8 a minute.
+        "resumed inside a minute that sent before the pause",
+        ((10, 0), (10, 0), (10, 0), (6, 4), (5, 5)),
+        datetime(2026, 12, 1, 9, 59, 40, tzinfo=UTC),
+        10.8,
+    ),
+    (
+        # Resumed 09:55:30, before the window: the five minutes are all running time, 45 / 4.5 = 10.
+        "resumed before the window: measured as before",
+        ((10, 10), (10, 10), (10, 10), (10, 10), (5, 5)),
+        datetime(2026, 12, 1, 9, 55, 30, tzinfo=UTC),
+        10.0,
+    ),
+    (
+        # Resumed 10:00:20, nothing sent since: no pace yet (the feeder has not handed any over), not 45 / 4.5.
+        "resumed 10 s ago, nothing sent since",
+        ((10, 0), (10, 0), (10, 0), (10, 0), (5, 0)),
+        datetime(2026, 12, 1, 10, 0, 20, tzinfo=UTC),
+        0.0,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "sent", "resumed", "per_minute"), RESUMED, ids=[case for case, *_ in RESUMED])
+def test_the_recent_pace_after_a_resume_counts_only_the_time_since_it(case, sent, resumed, per_minute):
+    assert pace.recent_per_minute(resumed_minutes(*sent), NOW, resumed) == pytest.approx(per_minute)
+
+
 @pytest.fixture
 def running(demo_data, marketer, approver) -> Campaign:
     """A promo email campaign to 10 recipients, started and fanned out (10 queued)."""
@@ -190,7 +323,7 @@ def test_rows_waiting_for_later_push_the_expected_end_to_the_last_of_them(runnin
 
     last = pace.facts(running).last_scheduled
     assert last == AT
-    assert pace.pace(running, remaining=8, now=NOW, last_scheduled=last).expected_end == AT
+    assert pace.pace(running, remaining=8, now=NOW, not_before=last).expected_end == AT
     with time_machine.travel(NOW, tick=False):
         html = client_as(client, marketer).get(f"/campaigns/{running.pk}/progress").content.decode()
     assert '<span id="expected-end"><time datetime="2026-12-01T14:30:00+00:00">2026-12-01 14:30 UTC</time>' in html
@@ -279,3 +412,33 @@ def test_bars_scale_to_the_busiest_minute():
     assert (bars[-3].y, bars[-3].height, bars[-1].height, bars[0].height) == (0.0, 48.0, 24.0, 0.0)
     assert [bar.x for bar in bars[:3]] == [0, 4, 8]
     assert bars[-1].label == "10:00 UTC: 5 sent"
+
+
+def test_the_expected_end_after_a_resume_leaves_the_pause_out(client, running, marketer):
+    with time_machine.travel(datetime(2026, 12, 1, 9, 57, tzinfo=UTC), tick=False):
+        actions.pause(running, marketer)
+    with time_machine.travel(datetime(2026, 12, 1, 10, 0, tzinfo=UTC), tick=False):
+        actions.resume(running, marketer)
+    sent_at(running, datetime(2026, 12, 1, 9, 56, tzinfo=UTC), datetime(2026, 12, 1, 9, 56, 30, tzinfo=UTC),
+            datetime(2026, 12, 1, 10, 0, 6, tzinfo=UTC), datetime(2026, 12, 1, 10, 0, 18, tzinfo=UTC))  # fmt: skip
+
+    with time_machine.travel(NOW, tick=False):
+        html = client_as(client, marketer).get(f"/campaigns/{running.pk}/progress").content.decode()
+
+    # 2 sent in the 30 s since the resume at 10:00:00: 4 a minute, 6 left: 1.5 minutes, 10:02:00. Counted from
+    # 09:56:00 over the pause it was 4 in 4.5 minutes (0.9 a minute) and 10:07:15.
+    assert 'id="pace-per-minute">4<' in html
+    assert '<time datetime="2026-12-01T10:02:00+00:00">2026-12-01 10:02 UTC</time>' in html
+
+
+def test_a_rate_limited_campaigns_end_is_after_its_released_rows_go_at_its_rate(running, client, marketer):
+    Campaign.objects.filter(pk=running.pk).update(rate_per_second=600 / 3600)
+    rows = list(Notification.objects.filter(campaign=running).order_by("pk").values_list("pk", flat=True))
+    Notification.objects.filter(pk__in=rows[2:]).update(state=State.SCHEDULED, reason="sending-hours", send_at=AT)
+    sent_at(running, NOW - timedelta(seconds=20), NOW - timedelta(seconds=10))
+
+    with time_machine.travel(NOW, tick=False):
+        html = client_as(client, marketer).get(f"/campaigns/{running.pk}/progress").content.decode()
+
+    # 8 wait for 14:30 and go at 600 an hour, one every 6 s: 14:30 + 48 s, not 14:30.
+    assert '<span id="expected-end"><time datetime="2026-12-01T14:30:48+00:00">2026-12-01 14:30 UTC</time>' in html

@@ -190,9 +190,26 @@ def test_describe_says_the_pacing_in_words():
         spread_seconds=36_000, rate_per_second=0.5, sending_hours_start=time(9), sending_hours_end=time(20)
     )
     assert pacing.describe(campaign) == (
-        "spread over 10 h · at most 1800 messages/h · sending hours 09:00–20:00 in each recipient's local time"
+        "spread over 10 h · at most 1,800 messages/h · sending hours 09:00–20:00 in each recipient's local time"
     )
     assert pacing.describe(Campaign()) == ""
+
+
+DESCRIBED_RATES = [
+    # The review page and the PDF group thousands as rate_words does ("1,800 messages an hour"), and keep every digit
+    # the marketer gave (rate_amount): 0.5/s is 1,800 an hour, 1/7 a second 514.285714 an hour.
+    (0.5, "at most 1,800 messages/h", "1,800 messages an hour"),
+    (7000 / 3600, "at most 7,000 messages/h", "7,000 messages an hour"),
+    (1_234_567 / 3600, "at most 1,234,567 messages/h", "1,234,567 messages an hour"),
+    (1500.0, "at most 1,500 messages/s", "1,500 messages a second"),
+    (50.0, "at most 50 messages/s", "50 messages a second"),
+    (1 / 7, "at most 514.285714 messages/h", "514 messages an hour"),
+]
+
+
+@pytest.mark.parametrize(("per_second", "described", "words"), DESCRIBED_RATES)
+def test_describe_groups_thousands_as_the_other_pages_do(per_second, described, words):
+    assert (pacing.describe(Campaign(rate_per_second=per_second)), pacing.rate_words(per_second)) == (described, words)
 
 
 # --- the composer --------------------------------------------------------------------------------
@@ -600,7 +617,7 @@ def test_a_marketer_composes_a_paced_campaign_and_the_approver_reads_its_pace(cl
     assert (campaign.state, campaign.rate_per_second, campaign.sending_hours_start) == ("submitted", 0.5, time(9))
     client.force_login(approver)
     page = client.get(f"/campaigns/{campaign.pk}/review").content.decode()
-    expected = "at most 1800 messages/h · sending hours 09:00–20:00 in each recipient&#x27;s local time"
+    expected = "at most 1,800 messages/h · sending hours 09:00–20:00 in each recipient&#x27;s local time"
     assert f'<dd id="review-pacing">{expected}</dd>' in page
     assert report.gather(campaign).pacing == expected.replace("&#x27;", "'")
 
@@ -617,6 +634,83 @@ def test_the_expected_end_waits_for_each_zones_sending_hours(demo_data):
 
     assert (rate, end) == (0.138889, "2026-12-01T08:03:36Z")
     assert pacing.expected_pace(campaign, [wave], None) == (0.138889, "2026-12-01T00:39:24Z")  # no zones: at once
+
+
+NINE_TO_EIGHT_PM = {"sending_hours_start": time(9), "sending_hours_end": time(20)}
+WAITING_ZONES = [
+    (
+        # At 00:25 UTC New York reads 19:25 (inside 09:00–20:00); 09:00 comes at 05:30 UTC in Tehran (+03:30), at
+        # 06:00 UTC in Riyadh (+03), at 08:00 UTC in Berlin and Paris (+01, one line).
+        "zones outside wait until 09:00 their time",
+        NINE_TO_EIGHT_PM,
+        {
+            "at": "2026-12-01T00:25:00Z",
+            "zones": ["America/New_York", "Asia/Riyadh", "Asia/Tehran", "Europe/Berlin", "Europe/Paris"],
+        },
+        [
+            {"zones": "Asia/Tehran", "local": "09:00", "at": "2026-12-01T05:30:00Z", "utc": "2026-12-01 05:30 UTC"},
+            {"zones": "Asia/Riyadh", "local": "09:00", "at": "2026-12-01T06:00:00Z", "utc": "2026-12-01 06:00 UTC"},
+            {
+                "zones": "Europe/Berlin, Europe/Paris",
+                "local": "09:00",
+                "at": "2026-12-01T08:00:00Z",
+                "utc": "2026-12-01 08:00 UTC",
+            },
+        ],
+    ),
+    (
+        # 12:00 UTC: 15:00 in Riyadh, 13:00 in Berlin, both inside.
+        "every zone inside the hours: none waits",
+        NINE_TO_EIGHT_PM,
+        {"at": "2026-12-01T12:00:00Z", "zones": ["Asia/Riyadh", "Europe/Berlin"]},
+        [],
+    ),
+    (
+        # 22:00–06:00 across midnight: at 12:00 UTC Riyadh reads 15:00, outside, and opens at 22:00 = 19:00 UTC;
+        # Tokyo (+09) reads 21:00, outside, opens at 22:00 = 13:00 UTC.
+        "hours across midnight",
+        {"sending_hours_start": time(22), "sending_hours_end": time(6)},
+        {"at": "2026-12-01T12:00:00Z", "zones": ["Asia/Riyadh", "Asia/Tokyo"]},
+        [
+            {"zones": "Asia/Tokyo", "local": "22:00", "at": "2026-12-01T13:00:00Z", "utc": "2026-12-01 13:00 UTC"},
+            {"zones": "Asia/Riyadh", "local": "22:00", "at": "2026-12-01T19:00:00Z", "utc": "2026-12-01 19:00 UTC"},
+        ],
+    ),
+    (
+        "no sending hours: nothing waits for them",
+        {},
+        {"at": "2026-12-01T00:25:00Z", "zones": ["America/New_York", "Asia/Riyadh"]},
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "hours", "wave", "waiting"), WAITING_ZONES, ids=[case for case, *_ in WAITING_ZONES])
+def test_each_wave_names_the_zones_that_wait_for_the_sending_hours_and_until_when(case, hours, wave, waiting):
+    from frontend.campaigns.composer import display
+
+    figures = {"stopped": {}, "waves": [{**wave, "utc_offset": "UTC+00:00", "size": 10}]}
+
+    assert display(figures, Campaign(**hours))["wave_rows"][0]["waiting"] == waiting
+
+
+@pytest.mark.django_db
+def test_the_live_preflights_waves_say_who_waits_for_the_sending_hours(client, marketer, demo_data):
+    from tests.test_campaign_composer_pages import PREFLIGHT
+
+    client.force_login(marketer)
+    paced = form(list_segment(name="Hours"), kind="promo", channel="email", rate="600", rate_unit="hour",
+                 param_order=None, param_percent="20")  # fmt: skip
+    hours = {**paced, "sending_hours_start": "09:00", "sending_hours_end": "20:00"}
+    with time_machine.travel(NOW, tick=False):
+        page = client.post(PREFLIGHT, hours, headers={"HX-Request": "true"}).content.decode()
+
+    # 08:00 UTC: 11:00 in Riyadh, 11:30 in Tehran (inside); 03:00 in New York, where 09:00 is 14:00 UTC.
+    assert (
+        'America/New_York wait until 09:00 local, <time datetime="2026-12-01T14:00:00Z">2026-12-01 14:00 UTC</time>'
+        in page
+    )
+    assert "Asia/Riyadh" not in page.split('id="pf-waves"')[1].split("</table>")[0]
 
 
 @pytest.mark.django_db
@@ -706,7 +800,7 @@ def test_thousands_an_hour_reopen_and_read_per_hour_not_as_a_rounded_rate_a_seco
     client.post(f"/campaigns/{campaign.pk}/edit", form(campaign.segment, rate="7000", rate_unit="hour"))
     campaign.refresh_from_db()
     assert campaign.rate_per_second * 3600 == pytest.approx(7000, abs=1e-9)
-    assert pacing.describe(campaign) == "at most 7000 messages/h"
+    assert pacing.describe(campaign) == "at most 7,000 messages/h"
     assert pacing.rate_words(campaign.rate_per_second) == "7,000 messages an hour"
     from tests.test_campaign_composer_pages import PREFLIGHT
 

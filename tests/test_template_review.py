@@ -35,7 +35,7 @@ def a_draft(author, text="Your order {{ order }} is packed.", language="en", cha
 
 
 def nav_count(page: str) -> str | None:
-    found = re.search(r'id="nav-awaiting">Awaiting approval <span class="nav-count"[^>]*>(\d+)<', page)
+    found = re.search(r'id="nav-awaiting">templates <span class="nav-count"[^>]*>(\d+)<', page)
     return found.group(1) if found else None
 
 

@@ -40,6 +40,7 @@ from campaigns import actions, pacing, validation
 from campaigns.audience import AudienceUnavailable
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment, SegmentMember
 from campaigns.preflight import preflight
+from campaigns.waves import iso_z
 from frontend.editor.views import _answer, staff_only
 
 VIEW, ADD, CHANGE = "campaigns.view_campaign", "campaigns.add_campaign", "campaigns.change_campaign"
@@ -485,7 +486,12 @@ def display(figures: dict[str, Any], campaign: Campaign | None = None) -> dict[s
     shown["stopped_rows"] = [(STOP_LABELS.get(reason, reason), n) for reason, n in figures["stopped"].items()]
     shown["stopped_total"] = sum(figures["stopped"].values())
     shown["wave_rows"] = [
-        {**wave, "utc": datetime.fromisoformat(wave["at"]).strftime("%Y-%m-%d %H:%M UTC")} for wave in figures["waves"]
+        {
+            **wave,
+            "utc": datetime.fromisoformat(wave["at"]).strftime("%Y-%m-%d %H:%M UTC"),
+            "waiting": _waiting_zones(wave, campaign),
+        }
+        for wave in figures["waves"]
     ]
     end = figures.get("expected_end")  # absent from a pre-flight frozen before pacing
     shown["expected_end_label"] = datetime.fromisoformat(end).strftime("%Y-%m-%d %H:%M UTC") if end else ""
@@ -497,6 +503,27 @@ def display(figures: dict[str, Any], campaign: Campaign | None = None) -> dict[s
     seconds = figures.get("duration_seconds")
     shown["duration_label"] = _duration(seconds) if seconds is not None else ""
     return shown
+
+
+def _waiting_zones(wave: dict[str, Any], campaign: Campaign | None) -> list[dict[str, str]]:
+    """The zones of ``wave`` outside ``campaign``'s sending hours at its instant, by when the hours open there.
+
+    The wave's size counts them at its instant, but their rows wait for the opening (``pacing.hours_open``):
+    ``{"zones": "Europe/Berlin, Europe/Paris", "local": "09:00", "at": "…T08:00:00Z", "utc": "… 08:00 UTC"}``.
+    """
+    start, end = (campaign.sending_hours_start, campaign.sending_hours_end) if campaign else (None, None)
+    if start is None or end is None:
+        return []
+    at = datetime.fromisoformat(wave["at"])
+    opening: dict[tuple[datetime, str], list[str]] = {}
+    for zone in wave["zones"]:
+        opens = pacing.hours_open(at, zone, start, end)
+        if opens is not None:
+            opening.setdefault((opens, f"{opens.astimezone(ZoneInfo(zone)):%H:%M}"), []).append(zone)
+    return [
+        {"zones": ", ".join(zones), "local": local, "at": iso_z(opens), "utc": f"{opens:%Y-%m-%d %H:%M} UTC"}
+        for (opens, local), zones in sorted(opening.items())
+    ]
 
 
 def _duration(seconds: float) -> str:

@@ -200,7 +200,11 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
     started = campaign.state in STARTED_STATES
     remaining = progress.will_send - progress.done
     facts = pace.facts(campaign) if started else None
-    going = pace.pace(campaign, remaining, timezone.now(), facts.last_scheduled) if facts else None
+    audit = list(campaign.audit.order_by("at", "pk"))
+    now = timezone.now()
+    going = (
+        pace.pace(campaign, remaining, now, pace.earliest_end(facts, now), pace.resumed_at(audit)) if facts else None
+    )
     return {
         "campaign": campaign,
         "progress": progress,
@@ -222,7 +226,7 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
         and sum(progress.ledger.counts[state] for state in ledger.REACHED) > 0
         and user.has_perm(ADD)
         and actions.existing_derived(campaign, Origin.CORRECTION) is None,
-        "audit": list(campaign.audit.order_by("at", "pk")),
+        "audit": audit,
     }
 
 
