@@ -252,6 +252,9 @@ def test_a_retry_in_a_batch_whose_sent_marker_says_accepted_is_not_sent_again(se
     ]
 
 
+# Committed and flushed after, not rolled back: ANALYZE writes the table's row count in place, which a rollback
+# keeps, and 23,000 rows believed there skewed the plans of later tests; the flush's TRUNCATE resets it.
+@pytest.mark.django_db(transaction=True)
 def test_a_batch_finds_its_rows_by_key_whatever_the_statistics_say(send, stub_providers, caller):
     # Statistics of a table of 20,000 rows sent, none queued; then a backlog of 3,000 arrives.
     first = Notification.objects.get(pk=queued_sms(send, 1)[0])
