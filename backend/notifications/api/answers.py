@@ -12,6 +12,7 @@ from datetime import datetime, tzinfo
 from django.utils import timezone
 
 from backend.notifications import masking
+from backend.notifications.actions import Accepted
 from backend.notifications.api.serializers import AttemptSerializer
 from backend.notifications.models import Notification, StateChange
 
@@ -73,3 +74,18 @@ def accepted_dict(notification: Notification, history: list[StateChange], attemp
         "attempts": [_ATTEMPT.to_representation(attempt) for attempt in attempts],
         "duplicate": duplicate,
     }
+
+
+def answered(accepted: Accepted) -> dict:
+    """The send's answer body for ``accepted``: a new notification as accepted, a duplicate's original as read.
+
+    A free worker claims a new row the instant it commits, before the answer is built; read back, it
+    would say ``sending`` or even ``sent``. So a new one is answered from the object in memory, with
+    the history written on acceptance and no attempts (README: the 202 says queued, scheduled or
+    suppressed). A duplicate's original must come with its history and attempts prefetched.
+    """
+    notification = accepted.notification
+    if accepted.history or not accepted.duplicate:
+        return accepted_dict(notification, list(accepted.history), [], accepted.duplicate)
+    history, attempts = list(notification.state_changes.all()), list(notification.attempts.all())
+    return accepted_dict(notification, history, attempts, accepted.duplicate)

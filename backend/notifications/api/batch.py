@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from backend.notifications import actions, policy
 from backend.notifications.actions.accept_batch import Outcome
 from backend.notifications.api import plain_send
-from backend.notifications.api.answers import accepted_dict
+from backend.notifications.api.answers import answered
 from backend.notifications.api.errors import flatten, invalid_body
 from backend.notifications.api.parsers import BatchJSONParser, json_object, text_problem_at
 from backend.notifications.api.serializers import (
@@ -74,21 +74,11 @@ def _read(item: object, reader: BatchItemSerializer) -> actions.SendRequest | Re
 def _answers(outcomes: list[Outcome]) -> list[Result]:
     """What the single send answers for each outcome: 202, 200, 422 or 503, with its body."""
     return [
-        ((200 if outcome.duplicate else 202), _answered(outcome))
+        ((200 if outcome.duplicate else 202), answered(outcome))
         if isinstance(outcome, actions.Accepted)
         else _refusal(outcome)
         for outcome in outcomes
     ]
-
-
-def _answered(accepted: actions.Accepted) -> dict:
-    """The single send's body: a new notification as accepted (views.answer_for), a duplicate's original as read."""
-    notification = accepted.notification
-    if accepted.history or not accepted.duplicate:
-        return accepted_dict(notification, list(accepted.history), [], accepted.duplicate)
-    # The original as _originals loaded it, with its history and attempts prefetched.
-    history, attempts = list(notification.state_changes.all()), list(notification.attempts.all())
-    return accepted_dict(notification, history, attempts, accepted.duplicate)
 
 
 def _refusal(outcome: Outcome) -> Result:
@@ -125,7 +115,7 @@ def _collector_paused() -> Iterator[None]:
     and the collector's young passes walked them again and again: about 25 of the 280 ms of CPU a
     batch of 1,000 took (README "Throughput: the send API"). Reference counting still frees the
     rest at once; only cycles wait for the next pass. The switch is process-wide: a thread running
-    beside (none does under uvicorn, which runs sync views one at a time) only has its cycles wait
+    beside (none does in a granian worker, which serves one request at a time) only has its cycles wait
     too, and whichever pause found the collector on turns it back on.
     """
     was_on = gc.isenabled()

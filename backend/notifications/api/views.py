@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from backend.notifications import actions
 from backend.notifications.api import plain_send
-from backend.notifications.api.answers import accepted_dict
+from backend.notifications.api.answers import answered
 from backend.notifications.api.errors import validation_response
 from backend.notifications.api.parsers import json_object
 from backend.notifications.api.serializers import (
@@ -49,34 +49,6 @@ def _notification(pk, client: ApiClient) -> Notification:
     )
     if notification is None:
         raise NotFound(f"No notification with id {pk}.")
-    return notification
-
-
-# One serializer answers every send: DRF builds a serializer's fields anew for each instance, which
-# cost about a millisecond of every send (README "Throughput"). Representing holds no state.
-_ANSWER = AcceptedSerializer()
-
-
-def accepted_body(notification: Notification) -> dict:
-    """The body of a send's answer (``AcceptedSerializer``) for ``notification`` as ``answer_for`` gives it."""
-    return _ANSWER.to_representation(notification)
-
-
-def answer_for(accepted: actions.Accepted) -> Notification:
-    """What a send is answered with: a new notification as it was accepted, a duplicate's original as it is now.
-
-    A free worker claims a new row the instant it commits, before this answer is built; read back, it
-    would say ``sending`` or even ``sent``. So a new one is answered from the accepted object in memory,
-    with the history written on acceptance and no attempts (README: the 202 says queued, scheduled or
-    suppressed).
-    """
-    if accepted.duplicate:
-        notification = _notification(accepted.notification.pk, accepted.notification.client)
-    else:
-        notification = accepted.notification
-        # What prefetch_related would load, taken from the moment of acceptance instead of the table.
-        notification._prefetched_objects_cache = {"state_changes": list(accepted.history), "attempts": []}
-    notification.duplicate = accepted.duplicate
     return notification
 
 
@@ -159,10 +131,10 @@ class NotificationCreateView(APIView):
         except actions.IdempotencyConflict as exc:
             return validation_response({"Idempotency-Key": [str(exc)]})
         if accepted.duplicate:
-            return Response(accepted_body(answer_for(accepted)), status=status.HTTP_200_OK)
-        # A new one as accepted, without DRF's per-field work (answers.py: the same keys and values).
-        body = accepted_dict(accepted.notification, list(accepted.history), [], duplicate=False)
-        return Response(body, status=status.HTTP_202_ACCEPTED)
+            # The original as it is now, with its history and attempts (scoped to this client).
+            original = _notification(accepted.notification.pk, accepted.notification.client)
+            return Response(answered(actions.Accepted(original, duplicate=True)), status=status.HTTP_200_OK)
+        return Response(answered(accepted), status=status.HTTP_202_ACCEPTED)
 
 
 class NotificationDetailView(APIView):
