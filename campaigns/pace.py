@@ -3,8 +3,8 @@ and why it waits when it waits.
 
 ``why_waiting`` is pure — ``Facts`` in, ``Reason`` rows out — so every reason is tested from a
 table (tests/test_campaign_pace.py); ``facts`` reads them: one ``GROUP BY reason`` over the
-campaign's scheduled rows and two counts of its queued ones (all, fed) on the (campaign, state)
-index, then the standard queue's depth and the circuit breaker of each provider of its channel
+campaign's scheduled rows and one statement counting its queued ones (all, fed) on the (campaign,
+state) index, then the standard queue's depth and the circuit breaker of each provider of its channel
 (Redis). The pace is one ``GROUP BY`` minute over the rows sent in the last hour, on the
 (campaign, sent_at) index of sent rows.
 
@@ -280,8 +280,7 @@ def facts(campaign: Campaign) -> Facts:
     return Facts(
         state=campaign.state, paused_at=campaign.paused_at, paused_by=paused_by, scheduled=scheduled, unfed=unfed,
         queue_depth=depth, queue_limit=settings.NOTIFY["CAMPAIGN_FEED"],
-        # The campaign's own rate comes with the pacing work (campaigns/pacing.py); a campaign without one has None.
-        rate_per_second=getattr(campaign, "rate_per_second", None), open_breakers=open_breakers,
+        rate_per_second=campaign.rate_per_second, open_breakers=open_breakers,
         last_scheduled=last,
     )  # fmt: skip
 

@@ -175,8 +175,9 @@ def by_keys(ids: list[str]) -> Q | RawSQL:
     """
     if connection.vendor != "postgresql":
         return Q(pk__in=ids)
-    table = connection.ops.quote_name(Notification._meta.db_table)
-    return RawSQL(f"{table}.id = ANY(%s::uuid[])", [key_array(ids)], output_field=BooleanField())
+    meta, quote = Notification._meta, connection.ops.quote_name
+    table, key = quote(meta.db_table), quote(meta.pk.column)
+    return RawSQL(f"{table}.{key} = ANY(%s::uuid[])", [key_array(ids)], output_field=BooleanField())
 
 
 def _split(rows: list[Notification]) -> tuple[list[Item], list[Notification]]:
@@ -684,8 +685,9 @@ def _update_sql_postgresql(model, ids: list, per_row: dict[str, dict], sets: lis
     meta, ops = model._meta, connection.ops
     pk = meta.pk
     table, key = ops.quote_name(meta.db_table), ops.quote_name(pk.column)
+    keys = key_array(ids)
     arrays = [f"%s::{pk.db_type(connection)}[]"]
-    params = [key_array(ids)]
+    params = [keys]
     for number, (name, values) in enumerate(per_row.items()):
         field = meta.get_field(name)
         column = ops.quote_name(field.column)
@@ -701,4 +703,4 @@ def _update_sql_postgresql(model, ids: list, per_row: dict[str, dict], sets: lis
         f"UPDATE {table} SET {', '.join(sets)} FROM unnest({', '.join(arrays)}) AS v({names}) "
         f"WHERE {table}.{key} = v.id AND {table}.{key} = ANY(%s::{pk.db_type(connection)}[])"
     )
-    return sql, [*params, key_array(ids)]
+    return sql, [*params, keys]
