@@ -1,5 +1,6 @@
 """Worker and scheduler processes for tests: the real commands of deploy/Procfile, as subprocesses."""
 
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +14,21 @@ from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_embedded(tmp_path: Path, script: str):
+    """Run ``script`` in ``manage.py shell`` on the embedded default (SQLite, no Redis) in ``tmp_path``.
+
+    Migrates a new SQLite file first; returns the JSON the script printed after ``RESULT``.
+    """
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'notify.sqlite3'}", "REDIS_URL": ""}
+    env["NOTIFY_DATA_DIR"] = str(tmp_path)
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300)
+    done = subprocess.run(
+        [*manage, "shell", "-c", script], cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True
+    )
+    return json.loads(done.stdout.split("RESULT", 1)[1])
 
 
 def test_database_url() -> str:

@@ -2,14 +2,10 @@
 
 import gc
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -22,8 +18,8 @@ from backend.notifications.api import answers, plain_send
 from backend.notifications.api.serializers import AcceptedSerializer, BatchItemSerializer, SendRequestSerializer
 from backend.notifications.models import Attempt, Notification, Recipient, StateChange
 from tests.conftest import pending
+from tests.processes import run_embedded
 
-ROOT = Path(__file__).resolve().parent.parent
 URL = "/api/v1/notifications/batch"
 
 pytestmark = pytest.mark.usefixtures("demo_data")
@@ -250,14 +246,8 @@ print("RESULT" + json.dumps([first["accepted"], again["duplicates"], Notificatio
 
 
 def test_the_embedded_default_sqlite_takes_a_batch(tmp_path):
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'notify.sqlite3'}", "REDIS_URL": ""}
-    env["NOTIFY_DATA_DIR"] = str(tmp_path)
-    manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300)
-    done = subprocess.run(
-        [*manage, "shell", "-c", EMBEDDED], cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True
-    )
-    assert json.loads(done.stdout.split("RESULT", 1)[1]) == [300, 300, 300]
+    result = run_embedded(tmp_path, EMBEDDED)
+    assert result == [300, 300, 300]
 
 
 def test_the_rate_limits_count_a_batch_as_they_count_single_sends(api, settings):

@@ -1,10 +1,6 @@
 """Campaign pacing (campaigns/pacing.py): its fields in the approved hash, what an author must keep, over the API."""
 
 import copy
-import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
@@ -17,7 +13,7 @@ from campaigns.content_hash import campaign_hash, digest
 from campaigns.fanout import Timing, send_timing
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode, Segment, SegmentMember
 from tests.campaigns_setup import draft, list_segment, submitted
-from tests.processes import ROOT
+from tests.processes import run_embedded
 from tests.providers_setup import write_providers_file
 from tests.test_campaign_api import BODY
 from tests.test_campaign_composer_pages import NEW, form
@@ -586,15 +582,8 @@ print("RESULT" + json.dumps(out))
 
 
 def test_the_embedded_default_sqlite_spreads_and_paces(tmp_path):
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'notify.sqlite3'}", "REDIS_URL": ""}
-    env["NOTIFY_DATA_DIR"] = str(tmp_path)
-    manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300)
-    done = subprocess.run(
-        [*manage, "shell", "-c", EMBEDDED], cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True
-    )
+    result = run_embedded(tmp_path, EMBEDDED)
 
-    result = json.loads(done.stdout.split("RESULT", 1)[1])
     assert [row[:2] for row in result["made"]] == [["scheduled", "campaign-spread"]] * 3
     assert all(abs(at - offset) <= 0.001 for _, _, at, offset in result["made"]), result["made"]
     assert result["fed"] == 1  # released at once, fed at 1 a second

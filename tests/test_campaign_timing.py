@@ -5,10 +5,6 @@ Instants are worked out by hand from each zone's offset on the day (IANA rules):
 8 March 2026 at 02:00 EST (−05:00 → −04:00), London on Sunday 29 March 2026 at 01:00 GMT (→ +01:00).
 """
 
-import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
@@ -22,7 +18,7 @@ from campaigns import actions, fanout
 from campaigns.fanout import Timing, send_timing
 from campaigns.models import Campaign, CampaignAudit, ScheduleMode
 from tests.campaigns_setup import list_segment, submitted
-from tests.processes import ROOT
+from tests.processes import run_embedded
 
 
 def utc(*args: int) -> datetime:
@@ -437,15 +433,8 @@ print("RESULT" + json.dumps(out))
 
 
 def test_the_embedded_default_sqlite_makes_and_releases_waves(tmp_path):
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'notify.sqlite3'}", "REDIS_URL": ""}
-    env["NOTIFY_DATA_DIR"] = str(tmp_path)
-    manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300)
-    done = subprocess.run(
-        [*manage, "shell", "-c", EMBEDDED], cwd=ROOT, env=env, check=True, timeout=120, capture_output=True, text=True
-    )
+    result = run_embedded(tmp_path, EMBEDDED)
 
-    result = json.loads(done.stdout.split("RESULT", 1)[1])
     assert result["made"] == [
         ["s-kolkata", "scheduled", "campaign-wave", "2026-03-09T03:30:00+00:00"],
         # 09:00 EDT falls inside the quiet hours 08:00–10:00: their end, 10:00 EDT.
