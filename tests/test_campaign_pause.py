@@ -111,24 +111,31 @@ def test_the_claim_of_a_campaign_row_checks_the_row_itself_so_postgresql_re_chec
     )
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_pause_waits_for_a_feed_under_way_and_un_feeds_what_it_marked(running, marketer):
+def during_a_feed_held_open(campaign: Campaign, act) -> None:
+    """Run ``act`` while ``fanout.feed``'s transaction is held open after it marked ``campaign``'s queued rows fed.
+
+    The feed holds its lock on the campaign for half a second once the rows are marked; ``act`` starts meanwhile.
+    """
     marked = threading.Event()
 
     def feed_held_open() -> None:
-        """``fanout.feed``'s transaction, held open after it marked the rows (its lock on the campaign held)."""
         with transaction.atomic():
-            fanout._lock_running(Campaign.objects.filter(pk=running.pk, state=Campaign.State.RUNNING))
-            rows(running, state=State.QUEUED).update(queued_at=timezone.now())
+            fanout._lock_running(Campaign.objects.filter(pk=campaign.pk, state=Campaign.State.RUNNING))
+            rows(campaign, state=State.QUEUED).update(queued_at=timezone.now())
             marked.set()
-            time.sleep(0.5)  # the pause starts meanwhile
+            time.sleep(0.5)
         connection.close()
 
     feeder = threading.Thread(target=feed_held_open)
     feeder.start()
     marked.wait(timeout=10)
-    actions.pause(running, marketer)
+    act()
     feeder.join()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pause_waits_for_a_feed_under_way_and_un_feeds_what_it_marked(running, marketer):
+    during_a_feed_held_open(running, lambda: actions.pause(running, marketer))
 
     assert rows(running, queued_at__isnull=False).count() == 0
     assert CampaignAudit.objects.get(campaign=running, action=CampaignAudit.Action.PAUSE).detail["unfed"] == 20
@@ -232,22 +239,7 @@ def test_no_worker_claims_a_row_of_a_cancelled_campaign_even_one_handed_over_aga
 def test_a_cancel_waits_for_a_feed_under_way_and_stops_what_it_marked(running, marketer, monkeypatch):
     # Only the cancel's own transaction stops rows here, as for a campaign far bigger than its first chunk.
     monkeypatch.setattr(actions, "CANCEL_CHUNK", 1)
-    marked = threading.Event()
-
-    def feed_held_open() -> None:
-        """``fanout.feed``'s transaction, held open after it marked the rows (its lock on the campaign held)."""
-        with transaction.atomic():
-            fanout._lock_running(Campaign.objects.filter(pk=running.pk, state=Campaign.State.RUNNING))
-            rows(running, state=State.QUEUED).update(queued_at=timezone.now())
-            marked.set()
-            time.sleep(0.5)  # the cancel starts meanwhile
-        connection.close()
-
-    feeder = threading.Thread(target=feed_held_open)
-    feeder.start()
-    marked.wait(timeout=10)
-    actions.cancel(running, marketer)
-    feeder.join()
+    during_a_feed_held_open(running, lambda: actions.cancel(running, marketer))
 
     assert rows(running, state=State.QUEUED, queued_at__isnull=False).count() == 0
     assert rows(running, state=State.CANCELLED).count() == 20
