@@ -194,11 +194,9 @@ def rate_words(per_second: float) -> str:
     ``500 / 3600`` → "500 messages an hour", not "0.138889 a second" (120 over 2 hours: "60 messages an hour");
     ``7000 / 3600`` → "7,000 messages an hour", not "1.94 messages a second".
     """
-    if rate_unit(per_second) == "second":
-        amount = _amount(per_second)
-        return f"{amount} {'message' if amount == '1' else 'messages'} a second"
-    amount = _amount(per_second * 3600)
-    return f"{amount} {'message' if amount == '1' else 'messages'} an hour"
+    per_hour = rate_unit(per_second) == "hour"
+    amount = _amount(per_second * 3600 if per_hour else per_second)
+    return f"{amount} {'message' if amount == '1' else 'messages'} {'an hour' if per_hour else 'a second'}"
 
 
 def _whole(value: float) -> bool:

@@ -148,7 +148,7 @@ def _values_of(campaign: Campaign | None) -> dict[str, str]:
 
 
 def _pacing_values(campaign: Campaign, zone: str) -> dict[str, str]:
-    """The pacing inputs of a stored campaign: the spread in hours, the rate per second (per hour below 1 a second)."""
+    """The pacing inputs of a stored campaign: the spread in hours, the rate in its own unit (``_rate_input``)."""
     hours = campaign.spread_seconds / 3600 if campaign.spread_seconds is not None else None
     rate, unit = _rate_input(campaign.rate_per_second)
     return {
