@@ -16,7 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from backend.notifications.delivery import batch, breaker, budget, dispatch, sent_marker
-from backend.notifications.models import Attempt, Notification, State
+from backend.notifications.models import Attempt, Notification, State, StateChange
 from backend.notifications.providers.config import ProviderConfig
 from backend.notifications.queues import HUEYS
 from backend.stubs import provider_server
@@ -145,9 +145,12 @@ def test_a_breaker_opening_in_the_middle_of_a_batch_stops_the_rest_of_it(
     rows = Notification.objects.filter(pk__in=ids)
     assert sorted(rows.values_list("attempt_count", flat=True)) == [0] * 15 + [1] * 5
     assert states(ids) == {State.QUEUED: 20}  # the failed five wait for their retry, the rest for the breaker
+    # A wave claims its rows once it has its slots: the waves the breaker stopped were never claimed and are untouched.
     stopped = rows.filter(attempt_count=0)
-    assert set(stopped.values_list("last_error", flat=True)) == {"breaker-open:twilio"}
-    assert {t.args[0] for t in HUEYS["standard"].pending() if t.eta} == set(map(str, ids))
+    assert set(stopped.values_list("last_error", flat=True)) == {""}
+    assert not StateChange.objects.filter(notification__in=stopped, to_state=State.SENDING).exists()
+    waiting = [t for t in HUEYS["standard"].pending() if t.eta] + HUEYS["standard"].scheduled()
+    assert sorted(t.args[0] for t in waiting) == sorted(map(str, ids))
 
 
 def test_an_open_breaker_sends_nothing_of_a_batch_and_touches_no_row(send, stub_providers, settings, caller):

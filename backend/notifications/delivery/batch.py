@@ -46,14 +46,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, models, transaction
-from django.db.models import BooleanField, F, Q
+from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from backend.notifications import actions, rendering
 from backend.notifications.actions.delivery import _secrets_at_rest
 from backend.notifications.delivery import breaker, budget, dispatch, lease, sent_marker
-from backend.notifications.delivery.dispatch import Target, Wait
+from backend.notifications.delivery.dispatch import Target
 from backend.notifications.delivery.shared_state import RedisUnavailable
 from backend.notifications.models import Attempt, Channel, Device, Notification, State, StateChange
 from backend.notifications.providers import http
@@ -136,7 +136,7 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
     # By primary key alone, the state checked here: with ``state='queued'`` in the statement, statistics taken
     # before a backlog arrived (10 queued rows estimated) made PostgreSQL read the whole queue through its partial
     # index and hash it to find the batch's 200 rows (60,000 queued: 26–99 ms a batch, growing with the queue).
-    found = Notification.objects.select_related("recipient").filter(by_keys(list(ids))).order_by()
+    found = Notification.objects.select_related("recipient").filter(by_keys(list(ids))).defer(*_UNREAD).order_by()
     rows = [row for row in found if row.state == State.QUEUED]
     _attach_shared(rows, ("kind", "template_version"))
     items, single = _split(rows)
@@ -147,6 +147,14 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
         _deliver_group(group, tier, caller)
     for notification in single:
         dispatch.deliver(str(notification.pk))
+
+
+# Columns a batch never reads from the rows it loads (the single path reads its row whole): loading and parsing them,
+# seven timestamps among them, was a tenth of a batch worker's CPU. Written ones are set by UPDATE, not by save().
+_UNREAD = (
+    "idempotency_key", "idempotency_scope", "request_hash", "reason", "preview", "provider", "provider_ref",
+    "last_error", "updated_at", "queued_at", "sending_at", "lease_until", "sent_at", "failed_at", "expired_at",
+)  # fmt: skip
 
 
 def _attach_shared(rows: list[Notification], names: tuple[str, ...]) -> None:
@@ -243,109 +251,95 @@ def _gate(items: list[Item], tier: str) -> list[Item]:
 
 
 def _deliver_group(items: list[Item], tier: str, caller: Caller) -> None:
-    """Gate, claim and send one provider's part of a batch."""
+    """Gate one provider's part of a batch, then claim and send it wave by wave."""
     items = _gate(items, tier)
-    if not items:
-        return
-    claimed = _claim(items, tier)
-    mine = [item for item in items if claimed.get(item.id) == 0]
-    with lease.held_many(list(claimed), tier):
-        # Claimed with attempts on record (the row was retried after this batch read it): the full checks.
-        for item in items:
-            if claimed.get(item.id, 0):
-                _deliver_claimed_single(item.id)
-        _send_waves(mine, tier, caller)
-
-
-def _deliver_claimed_single(notification_id: str) -> None:
-    """A row this batch claimed that has attempts on record: ``dispatch.deliver``'s steps after its claim."""
-    notification = Notification.objects.select_related("kind", "recipient", "template_version").get(pk=notification_id)
-    destinations = dispatch._targets(notification)
-    if destinations:
-        dispatch._deliver_claimed(notification, destinations, None)
-    else:
-        dispatch._no_destination_left(notification)
+    if items:
+        _send_waves(items, tier, caller)
 
 
 def _send_waves(items: list[Item], tier: str, caller: Caller) -> None:
-    """Send the claimed items wave by wave, each as large as ``WAVE`` and the free bulkhead slots allow.
+    """Send the items wave by wave, each as large as ``WAVE`` and the free bulkhead slots allow.
 
-    Once a wave leaves the breaker open, the items not sent go back to ``queued`` with its wait.
+    Once a wave leaves the breaker open, the items not sent are re-scheduled after its wait; they
+    were never claimed, so their rows stay as they are (as when the breaker is open at the gate).
     """
     while items:
         slots = _slots(items[0].target.provider.config, min(WAVE, len(items)), tier)
         wave, items = items[: len(slots)], items[len(slots) :]
         for item, slot in zip(wave, slots, strict=True):
             item.slot = slot
-        if _send_wave(wave, caller):
-            provider = wave[0].target.provider.name
-            for item in items:
-                wait = Wait(random.uniform(*dispatch._BREAKER_WAIT), f"breaker-open:{provider}")
-                dispatch._after_failure(item.notification, wait)
+        if _send_wave(wave, tier, caller):
+            _reschedule({item.id: random.uniform(*dispatch._BREAKER_WAIT) for item in items}, tier)
             return
 
 
 def _slots(config, count: int, tier: str) -> list[budget.Slot]:
     """Between 1 and ``count`` bulkhead slots of ``tier``'s share, waiting while all are taken.
 
-    The wait holds claimed rows, whose leases the heartbeat renews; a slot frees within the
-    provider's timeout at worst (a dead worker's expires, ``budget.acquire_slots``).
+    The wait holds no claimed row: a wave claims its rows once it has its slots. A slot frees within
+    the provider's timeout at worst (a dead worker's expires, ``budget.acquire_slots``).
     """
     while not (slots := budget.acquire_slots(config, count, tier)):
         time.sleep(random.uniform(0.005, 0.05))
     return slots
 
 
-def _prepared(wave: list[Item]) -> list[Item]:
-    """The wave's items with their messages built; a row past its validity expires, one that no longer renders fails."""
-    ready = []
+def _prepared(wave: list[Item]) -> tuple[list[Item], list[Item]]:
+    """The wave's items with their messages built, and those left to the single path.
+
+    Those are the rows past their validity or that no longer render: ``dispatch.deliver`` claims them and
+    expires them, or fails them with the render error, as any row.
+    """
+    ready, single = [], []
     for item in wave:
         notification = item.notification
-        if notification.is_expired():
-            item.slot.release()
-            actions.expire(notification, from_state=State.SENDING)
-            continue
-        try:
-            item.message = dispatch.build_message(notification, item.target.device)
-        except rendering.RenderError as exc:
-            item.slot.release()
-            actions.mark_failed(notification, "render-error", dispatch._redact(notification, str(exc)))
-            continue
-        ready.append(item)
-    return ready
+        if not notification.is_expired():
+            try:
+                item.message = dispatch.build_message(notification, item.target.device)
+                ready.append(item)
+                continue
+            except rendering.RenderError:
+                pass
+        single.append(item)
+    return ready, single
 
 
-def _send_wave(wave: list[Item], caller: Caller) -> bool:
-    """Attempts, concurrent calls and results for one wave; True when the provider's breaker is open after it."""
-    wave = _prepared(wave)
-    if not wave:
-        return False
-    provider = wave[0].target.provider.name
-    _start_attempts(wave, provider)
-    caller.call_all(wave)
-    budget.release_slots([item.slot for item in wave])
-    results = {}
-    for item in wave:
-        if item.error is None:
-            results[item.attempt_id] = Attempt.Result.SENT
-        else:
-            results[item.attempt_id] = Attempt.Result.PERMANENT if item.error.permanent else Attempt.Result.TRANSIENT
-    update_rows(
-        Attempt,
-        list(results),
-        {},
-        {
-            "result": results,
-            "latency_ms": {item.attempt_id: item.latency_ms for item in wave},
-            "provider_ref": {item.attempt_id: item.reference for item in wave if item.error is None},
-            "error": {item.attempt_id: str(item.error)[:2000] for item in wave if item.error is not None},
-        },
-    )
+def _send_wave(wave: list[Item], tier: str, caller: Caller) -> bool:
+    """Claim, call and record one wave; True when the provider's breaker is open after it.
+
+    Two statements on PostgreSQL: the claim with its history and attempt rows before any call, then the
+    attempts' results with the move to ``sent`` and its history, after the sent-markers.
+    """
+    wave, single = _prepared(wave)
+    provider = (wave or single)[0].target.provider.name
+    claimed = _claim(wave, tier, provider)
+    lost = [item for item in wave if item.id not in claimed]
+    wave = [item for item in wave if item.id in claimed]
+    budget.release_slots([item.slot for item in single + lost])
+    opened = False
+    if wave:
+        with lease.held_many(list(claimed), tier):
+            caller.call_all(wave)
+            budget.release_slots([item.slot for item in wave])
+            opened = _record(wave, provider)
+    # Not claimed by this wave: another worker's now, a held campaign's, or retried since this batch read it (the
+    # claim takes first tries only). The single path reads each again and delivers it if it is still queued.
+    for item in single + lost:
+        dispatch.deliver(item.id)
+    return opened
+
+
+def _record(wave: list[Item], provider: str) -> bool:
+    """The wave's outcomes once its calls answered; True when the provider's breaker is open after them.
+
+    The proof of acceptance goes to Redis before the status write (sent_marker.py), then one statement
+    records every attempt's result and moves the accepted rows to ``sent``; each failure takes the single
+    delivery's way (retry with full jitter, dead letter, permanent failure, address disabled).
+    """
     accepted = [item for item in wave if item.error is None]
-    # The proof of acceptance goes to Redis before the status write (sent_marker.py).
     sent_marker.put_many({item.id: (provider, item.reference) for item in accepted})
     opened = breaker.record_many(provider, [item.error is None or item.error.permanent for item in wave])
-    _mark_sent(accepted, provider)
+    _mark_sent(wave, accepted, provider)
     for item in wave:
         if item.error is not None:
             if item.error.address_invalid:
@@ -354,59 +348,93 @@ def _send_wave(wave: list[Item], caller: Caller) -> bool:
     return opened
 
 
-def _start_attempts(wave: list[Item], provider: str) -> None:
-    """Count the wave's attempts and write their rows before any call (a crash leaves them without a result)."""
+def _attempt_results(wave: list[Item]) -> tuple[list[int], dict[str, dict[int, Any]]]:
+    """``update_rows``'s ids and per-row values recording each attempt's result, latency, reference or error."""
+    results = {}
+    for item in wave:
+        if item.error is None:
+            results[item.attempt_id] = Attempt.Result.SENT
+        else:
+            results[item.attempt_id] = Attempt.Result.PERMANENT if item.error.permanent else Attempt.Result.TRANSIENT
+    per_row = {
+        "result": results,
+        "latency_ms": {item.attempt_id: item.latency_ms for item in wave},
+        "provider_ref": {item.attempt_id: item.reference for item in wave if item.error is None},
+        "error": {item.attempt_id: str(item.error)[:2000] for item in wave if item.error is not None},
+    }
+    return list(results), per_row
+
+
+def _attempt_rows(wave: list[Item], provider: str) -> list[dict[str, Any]]:
+    """The attempt row of each item of a wave, first attempts all (``number`` 1), before any call."""
     now = timezone.now()
-    ids = [item.id for item in wave]
-    if connection.vendor != "postgresql":
-        Notification.objects.filter(pk__in=ids).update(attempt_count=F("attempt_count") + 1)
     rows = []
     for item in wave:
         notification = item.notification
-        notification.attempt_count += 1
         sms = dispatch.sms_cost(item.message, item.target.provider) if notification.channel == Channel.SMS else {}
         device = item.target.device
         rows.append(
-            {"notification_id": notification.pk, "number": notification.attempt_count, "provider": provider,
+            {"notification_id": notification.pk, "number": 1, "provider": provider,
              "device_id": device.pk if device else None, "started_at": now, **sms}
         )  # fmt: skip
-    if connection.vendor == "postgresql":
-        # The count and the rows in one statement (a CTE): one round trip for both.
-        table = connection.ops.quote_name(Notification._meta.db_table)
-        count = f"UPDATE {table} SET attempt_count = attempt_count + 1 WHERE id = ANY(%s::uuid[])"
-        sql, params = insert_statement(Attempt, rows, returning="id")
-        with connection.cursor() as cursor:
-            cursor.execute(f"WITH counted AS ({count}) {sql}", [key_array(ids), *params])
-            attempt_ids = [row[0] for row in cursor.fetchall()]
-    else:
-        attempt_ids = insert_rows(Attempt, rows, returning="id")
-    for item, attempt_id in zip(wave, attempt_ids, strict=True):
-        item.attempt_id = attempt_id
+    return rows
 
 
-def _mark_sent(items: list[Item], provider: str) -> None:
-    """``actions.mark_sent`` for many rows: one conditional UPDATE (per-row reference, masked params), its history."""
-    if not items:
-        return
+def _mark_sent(wave: list[Item], accepted: list[Item], provider: str) -> None:
+    """Every attempt's result, and ``actions.mark_sent`` for the accepted rows: one conditional UPDATE and its history.
+
+    Per row: the provider's reference, and the params masked at rest (``_secrets_at_rest``).
+    """
+    attempt_ids, per_attempt = _attempt_results(wave)
     masked = {}
-    for item in items:
+    for item in accepted:
         if at_rest := _secrets_at_rest(item.notification):
             masked[item.id] = at_rest["params"]
-    _move(
-        [item.id for item in items], State.SENDING, State.SENT, "",
-        fields={"provider": provider, "sent_at": timezone.now(), "last_error": ""},
-        per_row={"provider_ref": {item.id: item.reference for item in items}, "params": masked},
-    )  # fmt: skip
+    sent = {"provider": provider, "sent_at": timezone.now(), "last_error": ""}
+    per_row = {"provider_ref": {item.id: item.reference for item in accepted}, "params": masked}
+    ids = [item.id for item in accepted]
+    if connection.vendor == "postgresql":
+        results = update_statement(Attempt, attempt_ids, {}, per_attempt)
+        _move(ids, State.SENDING, State.SENT, "", sent, per_row, before=results)
+        return
+    with transaction.atomic():
+        update_rows(Attempt, attempt_ids, {}, per_attempt)
+        if ids:
+            _move(ids, State.SENDING, State.SENT, "", sent, per_row)
 
 
-def _claim(items: list[Item], tier: str) -> dict[str, int]:
-    """Claim the items' rows still queued, with their lease: ``{id: attempt_count}`` of the rows this worker won."""
+def _claim(wave: list[Item], tier: str, provider: str) -> set[str]:
+    """Claim the wave's rows still queued on their first try, with their lease, history and attempt rows.
+
+    Returns the ids this worker won; each item won gets its ``attempt_id`` and an ``attempt_count`` of 1.
+    One statement on PostgreSQL (the attempt rows inserted only for the rows the UPDATE returned), one
+    transaction elsewhere. Of two workers racing on the same ids each row goes to one (see ``_move``).
+    """
+    if not wave:
+        return set()
     now = timezone.now()
-    fields = {"sending_at": now, "lease_until": lease.expiry(tier, now)}
-    return _move(
-        [item.id for item in items], State.QUEUED, State.SENDING, None, fields, returning="attempt_count",
-        extra_where=actions.claimable_sql(),
-    )  # fmt: skip
+    fields = {"sending_at": now, "lease_until": lease.expiry(tier, now), "attempt_count": 1}
+    rows = _attempt_rows(wave, provider)
+    ids = [item.id for item in wave]
+    first_try = f"{connection.ops.quote_name(Notification._meta.db_table)}.attempt_count = 0"
+    extra_where = f"{first_try} AND {actions.claimable_sql()}"
+    if connection.vendor == "postgresql":
+        move, move_params = _move_statement(ids, State.QUEUED, State.SENDING, None, fields, extra_where=extra_where)
+        insert, params = insert_statement(Attempt, rows, returning=("id", "notification"), only_moved="notification")
+        with connection.cursor() as cursor:
+            cursor.execute(f"{move} {insert}", move_params + params)
+            attempts = {str(notification): attempt for attempt, notification in cursor.fetchall()}
+    else:
+        with transaction.atomic():
+            won = _move(ids, State.QUEUED, State.SENDING, None, fields, extra_where=extra_where)
+            mine = [row for row in rows if str(row["notification_id"]) in won]
+            keys = [str(row["notification_id"]) for row in mine]
+            attempts = dict(zip(keys, insert_rows(Attempt, mine, "id"), strict=True))
+    for item in wave:
+        if item.id in attempts:
+            item.attempt_id = attempts[item.id]
+            item.notification.attempt_count = 1
+    return set(attempts)
 
 
 def _move(
@@ -416,35 +444,63 @@ def _move(
     reason: str | None,
     fields: dict[str, Any],
     per_row: dict[str, dict[str, Any]] | None = None,
-    returning: str | None = None,
     extra_where: str = "",
-) -> dict[str, Any]:
+    before: tuple[str, list] | None = None,
+) -> set[str]:
     """Move the rows ``ids`` still in ``from_state`` to ``to_state`` in one UPDATE … RETURNING, plus their history.
 
     The set-based twin of ``actions.transitions.transition``: ``fields`` are set on every row,
     ``per_row`` maps a field to ``{id: value}``, ``reason`` None leaves the rows' reason as it is,
-    ``extra_where`` is a raw SQL condition the rows must meet too (the claim's ``actions.claimable_sql``).
-    Returns ``{id: value of returning}`` (None without it) for the rows moved, in one transaction
-    with their StateChange rows. PostgreSQL re-checks the state of a row another transaction just
-    changed, and SQLite runs one writer at a time, so of two racing moves each row goes to one.
+    ``extra_where`` is a raw SQL condition the rows must meet too (the claim's ``actions.claimable_sql``),
+    ``before`` a statement (PostgreSQL only) run first in the same one. Returns the ids of the rows moved,
+    in one transaction with their StateChange rows. PostgreSQL re-checks the state of a row another
+    transaction just changed, and SQLite runs one writer at a time, so of two racing moves each row goes to one.
     """
+    if connection.vendor == "postgresql":
+        sql, params = _move_statement(ids, from_state, to_state, reason, fields, per_row, extra_where, before)
+        with connection.cursor() as cursor:
+            cursor.execute(f"{sql} SELECT id FROM moved", params)
+            return {str(row[0]) for row in cursor.fetchall()}
+    if before is not None:
+        raise ValueError("before: one statement with the move is PostgreSQL's")
+    fields = _move_fields(fields, to_state, reason)
+    with transaction.atomic():
+        rows = update_rows(Notification, ids, fields, per_row, ("state", from_state), None, extra_where)
+        moved = {str(row[0]) for row in rows}
+        _insert_history(list(moved), from_state, to_state, reason or "")
+    return moved
+
+
+def _move_fields(fields: dict[str, Any], to_state: str, reason: str | None) -> dict[str, Any]:
     fields = {**fields, "state": to_state, "updated_at": timezone.now()}
     if reason is not None:
         fields["reason"] = reason
-    where = ("state", from_state)
-    if connection.vendor == "postgresql":
-        # One statement, its history in a CTE: a round trip instead of four (BEGIN, UPDATE, INSERT, COMMIT).
-        sql, params = update_statement(Notification, ids, fields, per_row, where, returning, extra_where)
-        history, history_params = _history_sql(from_state, to_state, reason or "")
-        with connection.cursor() as cursor:
-            statement = f"WITH moved AS ({sql}), history AS ({history}) SELECT * FROM moved"
-            cursor.execute(statement, params + history_params)
-            return {str(row[0]): (row[1] if returning else None) for row in cursor.fetchall()}
-    with transaction.atomic():
-        rows = update_rows(Notification, ids, fields, per_row, where, returning, extra_where)
-        moved = {str(row[0]): (row[1] if returning else None) for row in rows}
-        _insert_history(list(moved), from_state, to_state, reason or "")
-    return moved
+    return fields
+
+
+def _move_statement(
+    ids: list[str],
+    from_state: str,
+    to_state: str,
+    reason: str | None,
+    fields: dict[str, Any],
+    per_row: dict[str, dict[str, Any]] | None = None,
+    extra_where: str = "",
+    before: tuple[str, list] | None = None,
+) -> tuple[str, list]:
+    """``_move`` on PostgreSQL up to its last part: ``WITH [done AS (before),] moved AS (UPDATE …), history AS (…)``.
+
+    The caller ends it with a statement reading the CTE ``moved`` (the ids moved): a round trip instead of
+    four (BEGIN, UPDATE, INSERT, COMMIT), or more with what else it does in the same statement.
+    """
+    fields = _move_fields(fields, to_state, reason)
+    sql, params = update_statement(Notification, ids, fields, per_row, ("state", from_state), None, extra_where)
+    history, history_params = _history_sql(from_state, to_state, reason or "")
+    ctes, cte_params = [f"moved AS ({sql})", f"history AS ({history})"], params + history_params
+    if before is not None:
+        ctes.insert(0, f"done AS ({before[0]})")
+        cte_params = before[1] + cte_params
+    return f"WITH {', '.join(ctes)}", cte_params
 
 
 def _history_sql(from_state: str, to_state: str, reason: str) -> tuple[str, list]:
@@ -481,23 +537,34 @@ def insert_rows(model: type[models.Model], rows: list[dict[str, Any]], returning
 
 
 def insert_statement(
-    model: type[models.Model], rows: list[dict[str, Any]], returning: str | None = None
+    model: type[models.Model],
+    rows: list[dict[str, Any]],
+    returning: str | tuple[str, ...] | None = None,
+    only_moved: str | None = None,
 ) -> tuple[str, list]:
-    """``insert_rows``'s statement and parameters (``rows`` not empty)."""
+    """``insert_rows``'s statement and parameters (``rows`` not empty).
+
+    ``returning`` names one field or several; ``only_moved`` (PostgreSQL) names a foreign key to a
+    notification: only the rows whose notification is in the CTE ``moved`` go in (``_move_statement``).
+    """
     meta, ops = model._meta, connection.ops
     fields = [field for field in meta.concrete_fields if not field.primary_key]
     columns = [_column(field, [row.get(field.attname, _UNSET) for row in rows]) for field in fields]
     names = ", ".join(ops.quote_name(field.column) for field in fields)
     table = ops.quote_name(meta.db_table)
     if connection.vendor == "postgresql":
-        sql, params = _insert_sql_postgresql(fields, columns, len(rows))
+        keep = None if only_moved is None else fields.index(meta.get_field(only_moved))
+        sql, params = _insert_sql_postgresql(fields, columns, len(rows), keep)
         sql = f"INSERT INTO {table} ({names}) {sql}"
+    elif only_moved is not None:
+        raise ValueError("only_moved: one statement with the move is PostgreSQL's")
     else:
         one = "(" + ", ".join(["%s"] * len(fields)) + ")"
         sql = f"INSERT INTO {table} ({names}) VALUES {', '.join([one] * len(rows))}"
         params = [value for row in zip(*(column.values(len(rows)) for column in columns), strict=True) for value in row]
     if returning:
-        sql += f" RETURNING {ops.quote_name(meta.get_field(returning).column)}"
+        returned = (returning,) if isinstance(returning, str) else returning
+        sql += f" RETURNING {', '.join(ops.quote_name(meta.get_field(name).column) for name in returned)}"
     return sql, params
 
 
@@ -554,11 +621,14 @@ def _preparer(field: models.Field) -> Callable[[Any], Any]:
     return prep
 
 
-def _insert_sql_postgresql(fields: list[models.Field], columns: list[_Column], count: int) -> tuple[str, list]:
+def _insert_sql_postgresql(
+    fields: list[models.Field], columns: list[_Column], count: int, keep: int | None = None
+) -> tuple[str, list]:
     """``insert_rows``'s ``SELECT`` on PostgreSQL: a column with one value is one parameter, the others arrays.
 
     One array per column joined by ``unnest`` keeps the text the same whatever the row count, so
-    psycopg parses it once; a value shared by every row is sent once instead of in an array.
+    psycopg parses it once; a value shared by every row is sent once instead of in an array. ``keep``,
+    the index of a notification key among ``fields``, keeps only the rows whose key the CTE ``moved`` holds.
     """
     if all(column.same for column in columns):
         columns = [_Column(False, many=columns[0].values(count)), *columns[1:]]
@@ -572,7 +642,13 @@ def _insert_sql_postgresql(fields: list[models.Field], columns: list[_Column], c
             arrays_sql.append(f"%s::{field.db_type(connection)}[]")
             arrays.append(column.many)
     names = ", ".join(f"c{number}" for number in range(len(arrays)))
-    return f"SELECT {', '.join(selects)} FROM unnest({', '.join(arrays_sql)}) AS u({names})", scalars + arrays
+    sql = f"SELECT {', '.join(selects)} FROM unnest({', '.join(arrays_sql)}) AS u({names})"
+    params = scalars + arrays
+    if keep is not None:
+        sql += f" WHERE {selects[keep]} IN (SELECT id FROM moved)"
+        if columns[keep].same:
+            params.append(columns[keep].value)
+    return sql, params
 
 
 def update_rows(
