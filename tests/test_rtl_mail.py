@@ -171,6 +171,17 @@ def test_transactional_mail_has_no_footer(send, smtp_sink):
 
 
 @pytest.mark.usefixtures("demo_data")
+def test_building_a_transactional_mail_reads_nothing_to_find_its_footer(send, django_assert_num_queries):
+    notification = _mail(send, "u-ar-1", "shipped", {"order": "5012"}, "order-2")
+    notification = Notification.objects.select_related("kind", "recipient", "template_version").get(pk=notification.pk)
+    # A batch worker builds each mail of a batch: only a digest holds items whose kinds may ask for a footer.
+    with django_assert_num_queries(0):
+        message = dispatch.build_message(notification)
+    assert message.headers == {}
+    assert "/unsubscribe/" not in message.html
+
+
+@pytest.mark.usefixtures("demo_data")
 def test_a_digest_holding_marketing_items_carries_headers_and_footer(send):
     promo = _mail(send, "u-ar-1", "promo", {"percent": "20"}, "promo-2")
     digest_kind = Kind.objects.get(name="digest")

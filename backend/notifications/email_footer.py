@@ -67,6 +67,8 @@ def marketing_kinds(notification: Notification) -> list[Kind]:
     """The marketing kinds a mail is about: its own kind, or the marketing items a digest holds (by name)."""
     if notification.kind.category == Category.MARKETING:
         return [notification.kind]
+    if notification.kind.name != Kind.DIGEST:
+        return []  # only a digest holds other notifications: no query for each transactional mail a worker sends
     held = Notification.objects.filter(digest=notification).values("kind")
     return list(Kind.objects.filter(category=Category.MARKETING, pk__in=held).order_by("name"))
 

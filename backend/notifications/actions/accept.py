@@ -293,7 +293,7 @@ def fold_into_digest(notification: Notification, at: datetime) -> None:
 
     Without a ``digest`` kind and a template for the channel, it stays plainly rate-limited.
     """
-    digest_kind = Kind.objects.filter(name="digest").first()
+    digest_kind = Kind.objects.filter(name=Kind.DIGEST).first()
     recipient = notification.recipient
     version = digest_kind and rendering.select_version(digest_kind, notification.channel, recipient.language)
     if not version:

@@ -85,7 +85,7 @@ def preferences_document(recipient: Recipient) -> dict:
                 "opt_out_allowed": kind.opt_out_allowed,
                 "channels": {channel: chosen.get((kind.pk, channel), True) for channel in kind.channels},
             }
-            for kind in Kind.objects.exclude(name="digest").order_by("name")
+            for kind in Kind.objects.exclude(name=Kind.DIGEST).order_by("name")
         },
     }
 

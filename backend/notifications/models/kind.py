@@ -59,7 +59,10 @@ class Kind(models.Model):
     the example and for the worst case, and ``"secret": true`` for a param
     (an OTP code) that only the provider may see: masked in every preview,
     admin page, API read and log (``backend/notifications/masking.py``).
+    The kind named ``DIGEST`` is the digest that holds rate-limited notifications.
     """
+
+    DIGEST = "digest"
 
     name = models.SlugField(max_length=64, unique=True)
     description = models.CharField(max_length=200, blank=True)
