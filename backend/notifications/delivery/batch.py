@@ -10,26 +10,27 @@ Redis calls and one blocking HTTP call per notification, a batch costs, per prov
    now is re-scheduled in one ZADD without touching its row, as a single delivery that must wait
    is; standard traffic only ever takes from its own bucket, and from its own share of the bulkhead
    slots (step 4), so the high tier's reserve stays whole (``budget.py``);
-3. one conditional claim, ``UPDATE … SET state='sending' WHERE id IN (…) AND state='queued'
-   RETURNING id``: two workers racing on the same ids claim disjoint sets, so each notification is
-   sent once; one INSERT of the history rows, in the same statement on PostgreSQL (a CTE). The
-   claimed ids join this process's lease heartbeat;
-4. then wave by wave (``WAVE`` calls, fewer when the bulkhead's standard share has fewer slots free;
-   none free, it waits for one): one UPDATE of ``attempt_count`` and one INSERT of the attempt
-   rows *before* the calls (one statement on PostgreSQL), the calls concurrently on kept-alive
-   connections (``Provider.send_async``, aiohttp), one UPDATE of the attempts' results, one pipeline
-   of sent-markers *before* the status write, one pipeline of breaker outcomes, and one ``UPDATE …
-   RETURNING`` moving the accepted rows to ``sent`` with one INSERT of their history (one statement
-   on PostgreSQL, as the claim).
+3. then wave by wave (``WAVE`` calls, fewer when the bulkhead's standard share has fewer slots free;
+   none free, it waits for one), two statements on PostgreSQL (one transaction each elsewhere):
+   the claim, ``UPDATE … SET state='sending', attempt_count=1 WHERE id = ANY(…) AND state='queued'
+   AND attempt_count=0 RETURNING id``, with the history rows and the attempt rows of the rows it
+   returned, *before* the calls: two workers racing on the same ids claim disjoint sets, so each
+   notification is sent once, and the claimed ids join this process's lease heartbeat; the calls
+   concurrently on kept-alive connections (``Provider.send_async``, aiohttp); one pipeline of
+   sent-markers *before* the status write and one of breaker outcomes; then one statement recording
+   every attempt's result and moving the accepted rows to ``sent`` with their history.
 
-A breaker that opens during a wave stops the rest of the batch for that provider: the waves not
-started go back to ``queued`` with the breaker's wait and no attempt, as a single delivery would.
-A killed worker loses at most its wave in flight to a duplicate (those calls have no sent-marker);
-its claims expire with their lease and the sweeper hands them out again.
+A notification row changes twice (claimed, sent): each change of its state is an update through the
+table's indexes, the largest part of what PostgreSQL spends on a delivery. A breaker that opens during
+a wave stops the rest of the batch for that provider: the waves not started were never claimed and
+are re-scheduled after the breaker's wait without touching their rows, as at the gate. A killed
+worker loses at most its wave in flight to a duplicate (those calls have no sent-marker); its claims
+expire with their lease and the sweeper hands them out again.
 
 Everything unusual goes through the single-delivery code of ``dispatch`` row by row, so each
 guarantee of DESIGN.md §2 has one implementation: a retry (``attempt_count`` > 0: sent-marker and
-attempt rows are checked first), a push to several devices or none, a row past its validity, a
+attempt rows are checked first, also for a row retried after the batch read it, which the claim
+leaves), a push to several devices or none, a row past its validity or that no longer renders, a
 failed call (retry with full jitter, dead letter, permanent failure, address disabled). The high
 tier never comes here: it keeps batch size 1 on its own queue and workers.
 """
