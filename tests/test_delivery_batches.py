@@ -16,6 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from backend.notifications.delivery import batch, breaker, budget, dispatch, sent_marker
+from backend.notifications.delivery.shared_state import redis_client
 from backend.notifications.models import Attempt, Notification, State, StateChange
 from backend.notifications.providers.config import ProviderConfig
 from backend.notifications.queues import HUEYS
@@ -255,6 +256,42 @@ def test_a_retry_in_a_batch_whose_sent_marker_says_accepted_is_not_sent_again(se
     ]
 
 
+def test_a_row_retried_after_the_batch_read_it_is_left_to_the_single_path(
+    send, stub_providers, caller, tmp_path, settings
+):
+    budgeted(tmp_path, stub_providers, settings, concurrency=10)
+    ids = queued_sms(send, 3, user_id="u-en-1")
+    items, single = batch._split(list(Notification.objects.filter(pk__in=ids).select_related("recipient")))
+    assert single == []
+    # Between the batch's read and its wave: a worker died after the provider took it, and the sweeper released it.
+    Notification.objects.filter(pk=ids[1]).update(attempt_count=1)
+    sent_marker.put(ids[1], "twilio", "SMearlier")
+    for item, slot in zip(items, batch._slots(items[0].target.provider.config, 3, "standard"), strict=True):
+        item.slot = slot
+
+    assert batch._send_wave(items, "standard", caller) is False
+
+    retried = Notification.objects.get(pk=ids[1])
+    assert (retried.state, retried.provider_ref, retried.reason) == (State.SENT, "SMearlier", "sent-marker")
+    assert retried.attempts.count() == 0  # the claim took first tries only: no attempt row of this batch
+    assert len(stub_providers.state.messages) == 2
+    config = items[0].target.provider.config
+    assert (config.concurrency, redis_client().zcard(f"inflight:{config.name}")) == (10, 0)  # every slot given back
+
+
+def test_a_row_that_no_longer_renders_fails_with_its_render_error_and_the_rest_go(send, stub_providers, caller):
+    ids = queued_sms(send, 3)
+    Notification.objects.filter(pk=ids[0]).update(params={})  # the template's {{ order }} has nothing to show
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    failed = Notification.objects.get(pk=ids[0])
+    assert (failed.state, failed.reason) == (State.FAILED, "render-error")
+    assert "order" in failed.last_error
+    assert states(ids[1:]) == {State.SENT: 2}
+    assert len(stub_providers.state.messages) == 2
+
+
 # Committed and flushed after, not rolled back: ANALYZE writes the table's row count in place, which a rollback
 # keeps, and 23,000 rows believed there skewed the plans of later tests; the flush's TRUNCATE resets it.
 @pytest.mark.django_db(transaction=True)
@@ -276,8 +313,9 @@ def test_a_batch_finds_its_rows_by_key_whatever_the_statistics_say(send, stub_pr
     assert states(ids) == {State.SENT: 200}
 
     statements = [q["sql"] for q in captured.captured_queries if '"notifications_notification"' in q["sql"]]
-    reads_and_moves = [sql for sql in statements if sql.startswith(("SELECT", "WITH moved"))]
-    assert len(reads_and_moves) >= 3  # the read, the claim, the move to sent
+    reads_and_moves = [sql for sql in statements if sql.startswith(("SELECT", "WITH moved", "WITH done"))]
+    kinds = [sql.split(" ", 2)[1] for sql in reads_and_moves]
+    assert (kinds.count("moved"), kinds.count("done")) == (4, 4)  # each wave's claim, and its results with the move
     for sql in reads_and_moves:
         with connection.cursor() as cursor:
             cursor.execute(f"EXPLAIN {sql}")
