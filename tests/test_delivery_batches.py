@@ -7,20 +7,26 @@ cannot send now re-scheduled without an attempt. Killed batch workers: test_batc
 """
 
 import itertools
+import random
 import threading
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from backend.notifications.delivery import batch, breaker, budget, dispatch, sent_marker
+from backend.notifications.delivery import batch, breaker, budget, dispatch, sent_marker, sweeper
 from backend.notifications.delivery.shared_state import redis_client
 from backend.notifications.models import Attempt, Notification, State, StateChange
 from backend.notifications.providers.config import ProviderConfig
 from backend.notifications.queues import HUEYS
 from backend.stubs import provider_server
+from campaigns import actions as campaign_actions
+from campaigns.models import Campaign
+from tests.campaigns_setup import list_segment, submitted
 from tests.providers_setup import write_providers_file
 
 pytestmark = pytest.mark.usefixtures("demo_data", "stub_providers")
@@ -256,14 +262,15 @@ def test_a_retry_in_a_batch_whose_sent_marker_says_accepted_is_not_sent_again(se
     ]
 
 
-def test_a_row_retried_after_the_batch_read_it_is_left_to_the_single_path(
+def test_a_row_retried_after_the_batch_read_it_is_left_to_its_own_task(
     send, stub_providers, caller, tmp_path, settings
 ):
     budgeted(tmp_path, stub_providers, settings, concurrency=10)
     ids = queued_sms(send, 3, user_id="u-en-1")
     items, single = batch._split(list(Notification.objects.filter(pk__in=ids).select_related("recipient")))
     assert single == []
-    # Between the batch's read and its wave: a worker died after the provider took it, and the sweeper released it.
+    # Between the batch's read and its wave: a worker died after the provider took it, and the sweeper released it
+    # (which enqueued it again).
     Notification.objects.filter(pk=ids[1]).update(attempt_count=1)
     sent_marker.put(ids[1], "twilio", "SMearlier")
     for item, slot in zip(items, batch._slots(items[0].target.provider.config, 3, "standard"), strict=True):
@@ -272,11 +279,111 @@ def test_a_row_retried_after_the_batch_read_it_is_left_to_the_single_path(
     assert batch._send_wave(items, "standard", caller) is False
 
     retried = Notification.objects.get(pk=ids[1])
-    assert (retried.state, retried.provider_ref, retried.reason) == (State.SENT, "SMearlier", "sent-marker")
-    assert retried.attempts.count() == 0  # the claim took first tries only: no attempt row of this batch
+    assert (retried.state, retried.attempts.count()) == (State.QUEUED, 0)  # the claim takes first tries only
     assert len(stub_providers.state.messages) == 2
     config = items[0].target.provider.config
     assert (config.concurrency, redis_client().zcard(f"inflight:{config.name}")) == (10, 0)  # every slot given back
+
+    dispatch.deliver(ids[1])  # its own task: the sent-marker says the provider has it
+
+    retried = Notification.objects.get(pk=ids[1])
+    assert (retried.state, retried.provider_ref, retried.reason) == (State.SENT, "SMearlier", "sent-marker")
+    assert len(stub_providers.state.messages) == 2
+
+
+def test_rows_of_a_campaign_paused_after_their_tasks_were_popped_are_dropped_and_keep_the_budget(
+    send, stub_providers, caller, tmp_path, settings, marketer, approver
+):
+    budgeted(tmp_path, stub_providers, settings, rate=4.0, burst=4.0)
+    campaign = submitted(marketer, segment=list_segment(["u-en-1"], name="Paused"))
+    campaign = campaign_actions.approve(campaign, approver, campaign.content_hash)
+    assert campaign_actions.start(campaign)
+    ids = queued_sms(send, 4, user_id="u-en-1")
+    Notification.objects.filter(pk__in=ids).update(campaign=campaign, queued_at=timezone.now())  # fed
+    Campaign.objects.filter(pk=campaign.pk).update(state=Campaign.State.PAUSED)
+    HUEYS["standard"].flush()  # the batch worker popped their tasks
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    assert states(ids) == {State.QUEUED: 4}
+    assert stub_providers.state.messages == []
+    # Not handed to the single path, whose gate would take a second token each and, finding the bucket the batch
+    # emptied, put them back on the queue for as long as the pause lasts: the feeder hands them over on resume.
+    assert HUEYS["standard"].pending() == [] and HUEYS["standard"].scheduled() == []
+
+
+def test_a_claim_that_fails_gives_its_bulkhead_slots_back_and_its_rows_their_tasks(
+    send, stub_providers, caller, tmp_path, settings, monkeypatch
+):
+    budgeted(tmp_path, stub_providers, settings, concurrency=10, timeout=10.0)
+    ids = queued_sms(send, 5)
+    HUEYS["standard"].flush()  # the batch worker popped their tasks
+
+    def failing_claim(*args):
+        raise DatabaseError("deadlock detected")
+
+    monkeypatch.setattr(batch, "_claim", failing_claim)
+    with pytest.raises(DatabaseError):
+        batch.deliver_batch(ids, "standard", caller)
+
+    assert redis_client().zcard("inflight:twilio") == 0  # not held until they expire (25 s here)
+    assert states(ids) == {State.QUEUED: 5}
+    assert sorted(t.args[0] for t in HUEYS["standard"].scheduled()) == sorted(ids)
+
+
+def test_an_error_mid_batch_leaves_no_row_without_a_task_for_longer_than_a_lease(
+    send, stub_providers, caller, settings, monkeypatch
+):
+    monkeypatch.setattr(batch, "WAVE", 5)
+    ids = queued_sms(send, 20)
+    HUEYS["standard"].flush()  # the worker popped the batch's 20 tasks
+    real = batch._mark_sent
+
+    def once_failing(*args):
+        monkeypatch.setattr(batch, "_mark_sent", real)
+        raise DatabaseError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(batch, "_mark_sent", once_failing)
+    with pytest.raises(DatabaseError):
+        batch.deliver_batch(ids, "standard", caller)
+    assert states(ids) == {State.SENDING: 5, State.QUEUED: 15}  # the first wave's calls made, its markers written
+
+    lease = settings.NOTIFY["LEASE"]["standard"]
+    sweeper.sweep(now=timezone.now() + timedelta(seconds=lease + settings.NOTIFY["SWEEP_INTERVAL"]))
+
+    queue = HUEYS["standard"]
+    assert sorted({t.args[0] for t in queue.pending() + queue.scheduled()}) == sorted(ids)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_four_workers_racing_in_waves_on_shuffled_ids_send_each_once(send, stub_providers, monkeypatch):
+    monkeypatch.setattr(batch, "WAVE", 7)
+    stub_providers.state.faults = {"twilio": {"latency_ms": 20}}
+    ids = queued_sms(send, 120)
+    errors = []
+
+    def worker(seed):
+        caller = batch.Caller()
+        mine = list(ids)
+        random.Random(seed).shuffle(mine)
+        try:
+            batch.deliver_batch(mine, "standard", caller)
+        except Exception as exc:  # pragma: no cover - shown by the assertion below
+            errors.append(repr(exc))
+        finally:
+            caller.close()
+            connection.close()
+
+    racers = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=120)
+    assert errors == []
+    assert states(ids) == {State.SENT: 120}
+    texts = [m["text"] for m in stub_providers.state.messages]
+    assert len(texts) == len(set(texts)) == 120
+    assert Attempt.objects.filter(notification__in=ids).count() == 120
 
 
 def test_a_row_that_no_longer_renders_fails_with_its_render_error_and_the_rest_go(send, stub_providers, caller):

@@ -23,14 +23,17 @@ Redis calls and one blocking HTTP call per notification, a batch costs, per prov
 A notification row changes twice (claimed, sent): each change of its state is an update through the
 table's indexes, the largest part of what PostgreSQL spends on a delivery. A breaker that opens during
 a wave stops the rest of the batch for that provider: the waves not started were never claimed and
-are re-scheduled after the breaker's wait without touching their rows, as at the gate. A killed
-worker loses at most its wave in flight to a duplicate (those calls have no sent-marker); its claims
-expire with their lease and the sweeper hands them out again.
+are re-scheduled after the breaker's wait without touching their rows, as at the gate; so are they
+after an error (the database gone, a bug), a few seconds later. A killed worker loses at most its
+wave in flight to a duplicate (those calls have no sent-marker): its claims expire with their lease
+and the sweeper hands them out again; the rows of the waves it had not started are still queued, and
+the sweeper enqueues them again once they have waited ``NOTIFY_VISIBILITY_TIMEOUT`` without a task.
+A row a wave's claim does not win is left alone (another worker's, a held campaign's, or retried
+since the batch read it: its retry or release enqueued it again).
 
 Everything unusual goes through the single-delivery code of ``dispatch`` row by row, so each
 guarantee of DESIGN.md §2 has one implementation: a retry (``attempt_count`` > 0: sent-marker and
-attempt rows are checked first, also for a row retried after the batch read it, which the claim
-leaves), a push to several devices or none, a row past its validity or that no longer renders, a
+attempt rows are checked first), a push to several devices or none, a row past its validity or that no longer renders, a
 failed call (retry with full jitter, dead letter, permanent failure, address disabled). The high
 tier never comes here: it keeps batch size 1 on its own queue and workers.
 """
@@ -263,15 +266,26 @@ def _send_waves(items: list[Item], tier: str, caller: Caller) -> None:
 
     Once a wave leaves the breaker open, the items not sent are re-scheduled after its wait; they
     were never claimed, so their rows stay as they are (as when the breaker is open at the gate).
+    An error (the database gone, a bug) re-schedules the items no wave claimed before it is raised:
+    their tasks were popped, and a queued row without a task waits for the sweeper's visibility timeout.
     """
-    while items:
-        slots = _slots(items[0].target.provider.config, min(WAVE, len(items)), tier)
-        wave, items = items[: len(slots)], items[len(slots) :]
-        for item, slot in zip(wave, slots, strict=True):
-            item.slot = slot
-        if _send_wave(wave, tier, caller):
-            _reschedule({item.id: random.uniform(*dispatch._BREAKER_WAIT) for item in items}, tier)
-            return
+    wave: list[Item] = []
+    try:
+        while items:
+            slots = _slots(items[0].target.provider.config, min(WAVE, len(items)), tier)
+            wave, items = items[: len(slots)], items[len(slots) :]
+            for item, slot in zip(wave, slots, strict=True):
+                item.slot = slot
+            if _send_wave(wave, tier, caller):
+                _reschedule({item.id: random.uniform(*dispatch._BREAKER_WAIT) for item in items}, tier)
+                return
+    except BaseException:
+        _reschedule({item.id: random.uniform(*_ERROR_WAIT) for item in wave + items if item.attempt_id is None}, tier)
+        raise
+
+
+# Seconds before the items of a batch that failed are tried again: long enough for a restarting database.
+_ERROR_WAIT = (1.0, 5.0)
 
 
 def _slots(config, count: int, tier: str) -> list[budget.Slot]:
@@ -309,23 +323,28 @@ def _send_wave(wave: list[Item], tier: str, caller: Caller) -> bool:
     """Claim, call and record one wave; True when the provider's breaker is open after it.
 
     Two statements on PostgreSQL: the claim with its history and attempt rows before any call, then the
-    attempts' results with the move to ``sent`` and its history, after the sent-markers.
+    attempts' results with the move to ``sent`` and its history, after the sent-markers. A row the claim
+    did not win is left alone: another worker's, a paused or cancelled campaign's (its feeder hands it
+    over again on resume), or one retried since the batch read it, which its retry or the sweeper's
+    release enqueued again. The wave's bulkhead slots go back whatever happens, not at their expiry.
     """
-    wave, single = _prepared(wave)
-    provider = (wave or single)[0].target.provider.name
-    claimed = _claim(wave, tier, provider)
-    lost = [item for item in wave if item.id not in claimed]
-    wave = [item for item in wave if item.id in claimed]
-    budget.release_slots([item.slot for item in single + lost])
-    opened = False
-    if wave:
-        with lease.held_many(list(claimed), tier):
-            caller.call_all(wave)
-            budget.release_slots([item.slot for item in wave])
-            opened = _record(wave, provider)
-    # Not claimed by this wave: another worker's now, a held campaign's, or retried since this batch read it (the
-    # claim takes first tries only). The single path reads each again and delivers it if it is still queued.
-    for item in single + lost:
+    provider, everything, held = wave[0].target.provider.name, wave, [item.slot for item in wave]
+    try:
+        ready, single = _prepared(everything)
+        claimed = _claim(ready, tier, provider)
+        wave = [item for item in ready if item.id in claimed]
+        budget.release_slots([item.slot for item in everything if item.id not in claimed])
+        held = [item.slot for item in wave]
+        opened = False
+        if wave:
+            with lease.held_many(list(claimed), tier):
+                caller.call_all(wave)
+                budget.release_slots(held)
+                held = []
+                opened = _record(wave, provider)
+    finally:
+        budget.release_slots(held)
+    for item in single:
         dispatch.deliver(item.id)
     return opened
 
