@@ -97,37 +97,45 @@ def test_a_batch_costs_a_fixed_number_of_queries_not_a_few_per_notification(
 ):
     budgeted(tmp_path, stub_providers, settings, timeout=10.0)  # a busy machine's stub must not time out here
     ids = queued_sms(send, 40)
-    # Select, claim + history, attempt count + attempt rows, results, sent + history, savepoints: not 8 per row.
-    with django_assert_max_num_queries(16):
+    # The rows, their kinds, their template versions; one wave: the claim with its history and attempt rows, then
+    # the attempts' results with the move to sent and its history. Not 8 per row.
+    with django_assert_max_num_queries(5):
         batch.deliver_batch(ids, "standard", caller)
     assert states(ids) == {State.SENT: 40}
+
+
+def deliver_racing(ids: list[str], workers: int, shuffled: bool = False) -> list[str]:
+    """``workers`` threads each delivering the batch ``ids`` (each in its own order when ``shuffled``); their errors."""
+    errors = []
+
+    def worker(seed: int) -> None:
+        caller = batch.Caller()
+        mine = list(ids)
+        if shuffled:
+            random.Random(seed).shuffle(mine)
+        try:
+            batch.deliver_batch(mine, "standard", caller)
+        except Exception as exc:  # pragma: no cover - shown by the caller's assertion
+            errors.append(repr(exc))
+        finally:
+            caller.close()
+            connection.close()
+
+    racers = [threading.Thread(target=worker, args=(n,)) for n in range(workers)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=120)
+    return errors
 
 
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_racing_on_the_same_batch_deliver_each_notification_once(send, stub_providers):
     stub_providers.state.faults = {"twilio": {"latency_ms": 50}}
     ids = queued_sms(send, 60)
-    errors = []
 
-    def worker():
-        caller = batch.Caller()
-        try:
-            batch.deliver_batch(ids, "standard", caller)
-        except Exception as exc:  # pragma: no cover - shown by the assertion below
-            errors.append(exc)
-        finally:
-            caller.close()
-            from django.db import connection
+    assert deliver_racing(ids, 2) == []
 
-            connection.close()
-
-    racers = [threading.Thread(target=worker) for _ in range(2)]
-    for racer in racers:
-        racer.start()
-    for racer in racers:
-        racer.join(timeout=60)
-
-    assert errors == []
     assert states(ids) == {State.SENT: 60}
     texts = [m["text"] for m in stub_providers.state.messages]
     assert len(texts) == len(set(texts)) == 60
@@ -360,26 +368,9 @@ def test_four_workers_racing_in_waves_on_shuffled_ids_send_each_once(send, stub_
     monkeypatch.setattr(batch, "WAVE", 7)
     stub_providers.state.faults = {"twilio": {"latency_ms": 20}}
     ids = queued_sms(send, 120)
-    errors = []
 
-    def worker(seed):
-        caller = batch.Caller()
-        mine = list(ids)
-        random.Random(seed).shuffle(mine)
-        try:
-            batch.deliver_batch(mine, "standard", caller)
-        except Exception as exc:  # pragma: no cover - shown by the assertion below
-            errors.append(repr(exc))
-        finally:
-            caller.close()
-            connection.close()
+    assert deliver_racing(ids, 4, shuffled=True) == []
 
-    racers = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
-    for racer in racers:
-        racer.start()
-    for racer in racers:
-        racer.join(timeout=120)
-    assert errors == []
     assert states(ids) == {State.SENT: 120}
     texts = [m["text"] for m in stub_providers.state.messages]
     assert len(texts) == len(set(texts)) == 120
