@@ -81,12 +81,11 @@ def test_a_provider_reference_uses_its_own_index(scene):
 
 
 def test_a_notification_id_uses_the_primary_key(scene):
-    # One row at most: its sort is free, and with sorts priced out the planner may walk another index in
-    # the page's order instead (it did, after other tests' ANALYZE, on CI's random test order).
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_sort = on")
-    [notifications] = page_plans(str(scene.sent.pk), "notification")
-    assert "notifications_notification_pkey" in notifications
+    # The condition alone, as for a key: on a few rows the whole page's query may as well walk another index and
+    # sort (it did in two full runs of three, the join's estimates moved by what earlier tests had committed).
+    lookup = search.resolve(str(scene.sent.pk), "notification")
+    notifications = plan(Notification.objects.filter(lookup.condition))
+    assert "notifications_notification_pkey" in notifications and "Seq Scan" not in notifications
 
 
 def test_a_campaign_is_read_in_key_order_from_the_unique_scope_key_index(scene):
