@@ -153,8 +153,8 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
         dispatch.deliver(str(notification.pk))
 
 
-# Columns a batch never reads from the rows it loads (the single path reads its row whole): loading and parsing them,
-# seven timestamps among them, was a tenth of a batch worker's CPU. Written ones are set by UPDATE, not by save().
+# Columns a batch never reads from the rows it loads (the single path reads its row whole): seven of them timestamps,
+# each parsed per row for nothing (the read's CPU fell by a twentieth). Written ones are set by UPDATE, not by save().
 _UNREAD = (
     "idempotency_key", "idempotency_scope", "request_hash", "reason", "preview", "provider", "provider_ref",
     "last_error", "updated_at", "queued_at", "sending_at", "lease_until", "sent_at", "failed_at", "expired_at",
