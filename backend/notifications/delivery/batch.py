@@ -67,6 +67,8 @@ logger = logging.getLogger(__name__)
 
 # Calls in flight at once per batch, and the grain at which an opening breaker stops the batch.
 WAVE = 50
+# Seconds before the items of a batch that failed are tried again: long enough for a restarting database.
+_ERROR_WAIT = (1.0, 5.0)
 
 
 @dataclass
@@ -284,10 +286,6 @@ def _send_waves(items: list[Item], tier: str, caller: Caller) -> None:
         raise
 
 
-# Seconds before the items of a batch that failed are tried again: long enough for a restarting database.
-_ERROR_WAIT = (1.0, 5.0)
-
-
 def _slots(config, count: int, tier: str) -> list[budget.Slot]:
     """Between 1 and ``count`` bulkhead slots of ``tier``'s share, waiting while all are taken.
 
@@ -328,20 +326,20 @@ def _send_wave(wave: list[Item], tier: str, caller: Caller) -> bool:
     over again on resume), or one retried since the batch read it, which its retry or the sweeper's
     release enqueued again. The wave's bulkhead slots go back whatever happens, not at their expiry.
     """
-    provider, everything, held = wave[0].target.provider.name, wave, [item.slot for item in wave]
+    provider, held = wave[0].target.provider.name, [item.slot for item in wave]
     try:
-        ready, single = _prepared(everything)
+        ready, single = _prepared(wave)
         claimed = _claim(ready, tier, provider)
-        wave = [item for item in ready if item.id in claimed]
-        budget.release_slots([item.slot for item in everything if item.id not in claimed])
-        held = [item.slot for item in wave]
+        mine = [item for item in ready if item.id in claimed]
+        budget.release_slots([item.slot for item in wave if item.id not in claimed])
+        held = [item.slot for item in mine]
         opened = False
-        if wave:
+        if mine:
             with lease.held_many(list(claimed), tier):
-                caller.call_all(wave)
+                caller.call_all(mine)
                 budget.release_slots(held)
                 held = []
-                opened = _record(wave, provider)
+                opened = _record(mine, provider)
     finally:
         budget.release_slots(held)
     for item in single:
@@ -485,8 +483,7 @@ def _move(
         raise ValueError("before: one statement with the move is PostgreSQL's")
     fields = _move_fields(fields, to_state, reason)
     with transaction.atomic():
-        rows = update_rows(Notification, ids, fields, per_row, ("state", from_state), None, extra_where)
-        moved = {str(row[0]) for row in rows}
+        moved = {str(pk) for pk in update_rows(Notification, ids, fields, per_row, ("state", from_state), extra_where)}
         _insert_history(list(moved), from_state, to_state, reason or "")
     return moved
 
@@ -514,7 +511,7 @@ def _move_statement(
     four (BEGIN, UPDATE, INSERT, COMMIT), or more with what else it does in the same statement.
     """
     fields = _move_fields(fields, to_state, reason)
-    sql, params = update_statement(Notification, ids, fields, per_row, ("state", from_state), None, extra_where)
+    sql, params = update_statement(Notification, ids, fields, per_row, ("state", from_state), extra_where)
     history, history_params = _history_sql(from_state, to_state, reason or "")
     ctes, cte_params = [f"moved AS ({sql})", f"history AS ({history})"], params + history_params
     if before is not None:
@@ -677,22 +674,21 @@ def update_rows(
     fields: dict[str, Any],
     per_row: dict[str, dict[Any, Any]] | None = None,
     where: tuple[str, Any] | None = None,
-    returning: str | None = None,
     extra_where: str = "",
-) -> list[tuple]:
+) -> list:
     """One ``UPDATE`` of ``model``'s rows ``ids``: ``fields`` on all, ``per_row`` ``{field: {id: value}}`` each its own.
 
     Per-row values are arrays joined by ``unnest`` on PostgreSQL, a ``CASE`` on the primary key
     elsewhere (rows not named keep theirs); ``where`` ``(text field, value)`` adds a condition that no
-    index serves (the rows are found by key), ``extra_where`` a raw SQL one; the answer is ``[(pk,
-    returning value)]`` of the rows changed (``RETURNING``: PostgreSQL, and SQLite since 3.35). Raw SQL
+    index serves (the rows are found by key), ``extra_where`` a raw SQL one; the answer is the primary
+    keys of the rows changed (``RETURNING``: PostgreSQL, and SQLite since 3.35). Raw SQL
     because Django's ``bulk_update`` builds one ``When`` expression per row and field, which cost more
     than the delivery it records (a profile of 4,000: 18 of 42 s).
     """
-    sql, params = update_statement(model, ids, fields, per_row, where, returning, extra_where)
+    sql, params = update_statement(model, ids, fields, per_row, where, extra_where)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [(model._meta.pk.to_python(row[0]), *row[1:]) for row in cursor.fetchall()]
+        return [model._meta.pk.to_python(row[0]) for row in cursor.fetchall()]
 
 
 def update_statement(
@@ -701,10 +697,9 @@ def update_statement(
     fields: dict[str, Any],
     per_row: dict[str, dict[Any, Any]] | None = None,
     where: tuple[str, Any] | None = None,
-    returning: str | None = None,
     extra_where: str = "",
 ) -> tuple[str, list]:
-    """``update_rows``'s statement and parameters, ``UPDATE … RETURNING pk[, returning]`` (for a CTE too)."""
+    """``update_rows``'s statement and parameters, ``UPDATE … RETURNING pk`` (for a CTE too)."""
     meta, ops = model._meta, connection.ops
     pk = meta.pk
     sets, params = [], []
@@ -727,8 +722,7 @@ def update_statement(
         keys.append(where[1])
     if extra_where:
         condition += f" AND {extra_where}"
-    extra = f", {table}.{ops.quote_name(meta.get_field(returning).column)}" if returning else ""
-    return f"{sql}{condition} RETURNING {table}.{key}{extra}", params + row_params + keys
+    return f"{sql}{condition} RETURNING {table}.{key}", params + row_params + keys
 
 
 def key_array(ids: list) -> str:
