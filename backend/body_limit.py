@@ -24,6 +24,8 @@ Scope = dict
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
 
+_TOO_LARGE = "413 Request Entity Too Large"
+
 
 class BodyTooLarge(Exception):
     """A streamed body passed the cap while the application was reading it."""
@@ -37,8 +39,18 @@ def _declared_length(scope: Scope) -> int | None:
 
 
 def _refusal(limit: int) -> bytes:
-    message = f"The request body may be at most {limit} bytes."
-    return json.dumps({"error": "body_too_large", "message": message}).encode()
+    return error_body("body_too_large", f"The request body may be at most {limit} bytes.")
+
+
+def error_body(error: str, message: str) -> bytes:
+    """The API's JSON error body, ``{"error": code, "message": what a person reads}``, for an answer made here."""
+    return json.dumps({"error": error, "message": message}).encode()
+
+
+def refuse_wsgi(start_response: Callable, status: str, body: bytes) -> list[bytes]:
+    """Answer a WSGI request with ``status`` (``"413 Request Entity Too Large"``) and the JSON ``body``."""
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
 
 
 async def _refuse(send: Send, limit: int) -> None:
@@ -105,21 +117,13 @@ class WSGIBodyLimit:
         declared = environ.get("CONTENT_LENGTH") or ""
         if declared.isdigit():
             if int(declared) > limit:
-                return _refused(start_response, limit)
+                return refuse_wsgi(start_response, _TOO_LARGE, _refusal(limit))
         elif environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked":
             body = environ["wsgi.input"].read(limit + 1)
             if len(body) > limit:
-                return _refused(start_response, limit)
+                return refuse_wsgi(start_response, _TOO_LARGE, _refusal(limit))
             environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
         return self.app(environ, start_response)
-
-
-def _refused(start_response: Callable, limit: int) -> list[bytes]:
-    body = _refusal(limit)
-    start_response(
-        "413 Request Entity Too Large", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-    )
-    return [body]
 
 
 def upload_limits() -> dict[str, int]:

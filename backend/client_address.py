@@ -6,8 +6,11 @@ was a 500. nginx always names an address; anything else from a trusted proxy is 
 """
 
 import ipaddress
-import json
 from collections.abc import Callable, Iterable
+
+from backend.body_limit import error_body, refuse_wsgi
+
+_NOT_AN_ADDRESS = error_body("bad_request", "X-Forwarded-For names no IP address.")
 
 
 class ClientAddressCheck:
@@ -20,8 +23,5 @@ class ClientAddressCheck:
         try:
             ipaddress.ip_address(environ.get("REMOTE_ADDR", ""))
         except ValueError:
-            body = json.dumps({"error": "bad_request", "message": "X-Forwarded-For names no IP address."}).encode()
-            headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
-            start_response("400 Bad Request", headers)
-            return [body]
+            return refuse_wsgi(start_response, "400 Bad Request", _NOT_AN_ADDRESS)
         return self.app(environ, start_response)
