@@ -1,7 +1,8 @@
-"""The notification table's indexes (migration 0011): none that another covers, sparse columns indexed only where set.
+"""The notification table's indexes (migrations 0011, 0024): none that another covers, sparse columns only where set.
 
 A campaign inserts a million notifications at once and each index costs every insert (README
-"Benchmarks"); the lookups the dropped ones served still find an index.
+"Benchmarks"); a delivery changes the state twice, and each change writes an entry in every index the
+new row version matches. The lookups the dropped ones served still find an index.
 """
 
 import pytest
@@ -41,9 +42,89 @@ def test_the_recipient_is_indexed_once_as_the_first_column_of_its_history_order(
     [
         ("notification_client_idx", "(client_id)", "WHERE (client_id IS NOT NULL)"),
         ("notification_digest_idx", "(digest_id)", "WHERE (digest_id IS NOT NULL)"),
-        ("notification_provider_ref_idx", "(provider, provider_ref)", "WHERE (NOT ((provider_ref)::text = ''::text))"),
+        ("notification_ref_search_idx", "(provider_ref)", "WHERE (NOT ((provider_ref)::text = ''::text))"),
+        ("notification_campaign_idx", "(campaign_id, state)", "WHERE (campaign_id IS NOT NULL)"),
     ],
 )
 def test_sparse_columns_are_indexed_only_where_set(indexes, name, columns, condition):
     assert indexes[name].endswith(f"{columns} {condition}")
     assert sum(columns in definition for definition in indexes.values()) == 1
+
+
+def test_kind_and_template_version_have_no_index(indexes):
+    assert not [
+        definition for definition in indexes.values() if "kind_id" in definition or "template_version" in definition
+    ]
+
+
+def test_an_api_row_being_delivered_matches_five_btree_indexes_in_each_state_it_passes(demo_data):
+    """Queued, sending, sent: the index entries each version of an API client's row writes (the sent_at BRIN aside)."""
+    from backend.notifications.models import ApiClient, Kind, Recipient
+
+    client, _ = ApiClient.issue("index-test")
+    kind, recipient = Kind.objects.get(name="shipped"), Recipient.objects.get(user_id="u-en-1")
+    row = Notification.objects.create(
+        idempotency_key="k", idempotency_scope=f"client:{client.pk}", client=client, recipient=recipient, kind=kind,
+        channel="sms", priority="standard", queued_at="2026-12-01T10:00:00Z",
+    )  # fmt: skip
+    matched = {}
+    for state, changes in [
+        ("queued", {}),
+        ("sending", {"lease_until": "2026-12-01T10:00:30Z"}),
+        ("sent", {"provider": "twilio", "provider_ref": "SM1", "sent_at": "2026-12-01T10:00:01Z"}),
+    ]:
+        Notification.objects.filter(pk=row.pk).update(state=state, **changes)
+        matched[state] = sorted(_btree_indexes_matching(row.pk))
+    always = [
+        "notification_client_idx", "notification_idempotency", "notification_recipient_idx",
+        "notifications_notification_pkey",
+    ]  # fmt: skip
+    assert matched == {
+        "queued": sorted([*always, "notification_tier_queue_idx"]),
+        "sending": sorted([*always, "notification_lease_idx"]),
+        "sent": sorted([*always, "notification_ref_search_idx"]),
+    }
+
+
+def _btree_indexes_matching(pk) -> list[str]:
+    """The B-tree indexes of the notification table whose condition (if any) the row ``pk`` meets."""
+    names, table = [], Notification._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.relname, pg_get_expr(x.indpred, x.indrelid) FROM pg_index x"
+            " JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_am a ON a.oid = i.relam"
+            " WHERE x.indrelid = %s::regclass AND a.amname = 'btree'",
+            [table],
+        )
+        for name, condition in cursor.fetchall():
+            cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE id = %s AND ({condition or 'true'}))", [pk])
+            if cursor.fetchone()[0]:
+                names.append(name)
+    return names
+
+
+def lookups() -> dict[str, object]:
+    """The reads the dropped indexes served, as their callers make them."""
+    return {
+        # The sweeper's scan of API rows whose send_at came (backend/notifications/delivery/sweeper.py).
+        "notification_scheduled_idx": Notification.objects.filter(
+            priority__in=["high", "standard"],
+            state="scheduled",
+            send_at__lte="2026-12-01T10:00:00Z",
+            campaign__isnull=True,
+        ),
+        # A delivery receipt's match (backend/notifications/receipts/apply.py).
+        "notification_ref_search_idx": Notification.objects.filter(provider__in=["twilio"], provider_ref="SM1"),
+        # A campaign's progress per state (campaigns/report.py).
+        "notification_campaign_idx": Notification.objects.filter(campaign_id=1, state="sent"),
+    }
+
+
+@pytest.mark.parametrize(
+    "index", ["notification_scheduled_idx", "notification_ref_search_idx", "notification_campaign_idx"]
+)
+def test_the_lookups_of_the_dropped_indexes_find_another(db, index):
+    with connection.cursor() as cursor:
+        # An empty table is read whole by any plan: ask for one that uses an index, as a large table does.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    assert index in lookups()[index].explain()
