@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import dj_database_url
+
 _TRUE = {"1", "true", "on"}
 _FALSE = {"0", "false", "off", ""}
 
@@ -113,6 +115,33 @@ def env_web_url(name: str, default: str = "") -> str:
     if parts is None or parts.scheme not in ("http", "https") or not host or parts.username or parts.password:
         raise EnvError(f"{name}={raw!r}: expected an absolute http:// or https:// URL without user or password")
     return raw
+
+
+# The databases the product runs on: PostgreSQL in production, SQLite for the embedded demo.
+_DATABASE_SCHEMES = {"postgres", "postgresql", "sqlite"}
+
+
+def env_database(name: str, default: str, conn_max_age: int = 0) -> dict:
+    """``$NAME`` (or the file ``$NAME_FILE`` names) as a Django ``DATABASES`` entry; ``default`` when unset.
+
+    Accepts ``postgres://user:password@host:5432/name`` and ``sqlite:///path``. Raises ``EnvError`` for
+    another scheme, a URL dj-database-url cannot read, or an empty value: set but empty (an env
+    file's ``DATABASE_URL=``) is refused rather than read as unset, which would run a deployment
+    on a local SQLite file. The messages never quote the URL, which holds the password.
+    """
+    url = env_str(name, default).strip()
+    expected = "expected postgres://user:password@host:5432/name or sqlite:///path (unset: the embedded SQLite file)"
+    try:
+        scheme = urlsplit(url).scheme
+        if not url:
+            problem = "is set but empty"
+        elif scheme not in _DATABASE_SCHEMES:
+            problem = f"has the scheme {scheme!r}, not a supported database's" if scheme else "has no scheme"
+        else:
+            return dj_database_url.parse(url, conn_max_age=conn_max_age)
+    except ValueError as exc:
+        problem = f"cannot be read ({exc})"
+    raise EnvError(f"{name} {problem}; {expected}")
 
 
 def env_region(name: str, default: str) -> str:

@@ -9,12 +9,21 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import dj_database_url
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from backend.env import env_bool, env_float, env_int, env_list, env_rate_limits, env_region, env_str, env_web_url
+from backend.env import (
+    env_bool,
+    env_database,
+    env_float,
+    env_int,
+    env_list,
+    env_rate_limits,
+    env_region,
+    env_str,
+    env_web_url,
+)
 from backend.notifications.locales import RightToLeft
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -92,8 +101,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'notify.sqlite3'}"),
+    "default": env_database(
+        "DATABASE_URL",
+        f"sqlite:///{DATA_DIR / 'notify.sqlite3'}",
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0),
     )
 }

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from backend.env import EnvError, env_bool, env_int
+from backend.env import EnvError, env_bool, env_database, env_int
 
 
 def test_openapi_schema_is_served_as_json_without_a_key(client, db):
@@ -70,6 +70,39 @@ def test_env_int_refuses_non_integers_and_values_below_the_minimum(monkeypatch):
     monkeypatch.setenv("X_N", "0")
     with pytest.raises(EnvError, match="X_N=0: must be at least 1"):
         env_int("X_N", 1, minimum=1)
+
+
+@pytest.mark.parametrize(
+    "raw, problem",
+    [
+        ("", "is set but empty"),
+        ("   ", "is set but empty"),
+        ("mysql://notify:s3cret@db/notify", "has the scheme 'mysql', not a supported database's"),
+        ("postgres://notify:s3cret@db:fivefourthreetwo/notify", "cannot be read (This string is not a valid url"),
+        ("postgres://notify:s3cret@[::1/notify", "cannot be read (Invalid IPv6 URL)"),
+    ],
+)
+def test_env_database_refuses_what_is_no_database_url_without_quoting_the_password(monkeypatch, raw, problem):
+    monkeypatch.setenv("X_DB", raw)
+    with pytest.raises(EnvError) as refused:
+        env_database("X_DB", "sqlite:///demo.sqlite3")
+    message = str(refused.value)
+    assert message.startswith(f"X_DB {problem}") and "s3cret" not in message
+    assert message.endswith(
+        "expected postgres://user:password@host:5432/name or sqlite:///path (unset: the embedded SQLite file)"
+    )
+
+
+def test_env_database_reads_postgresql_and_sqlite_and_defaults_when_unset(monkeypatch):
+    monkeypatch.delenv("X_DB", raising=False)
+    assert env_database("X_DB", "sqlite:///demo.sqlite3")["NAME"] == "demo.sqlite3"
+    monkeypatch.setenv("X_DB", " postgres://notify:pw@db:5433/notify?connect_timeout=3 ")
+    database = env_database("X_DB", "sqlite:///demo.sqlite3", conn_max_age=60)
+    assert {key: database[key] for key in ("ENGINE", "NAME", "USER", "PASSWORD", "HOST", "PORT", "CONN_MAX_AGE")} == {
+        "ENGINE": "django.db.backends.postgresql", "NAME": "notify", "USER": "notify", "PASSWORD": "pw", "HOST": "db",
+        "PORT": 5433, "CONN_MAX_AGE": 60,
+    }  # fmt: skip
+    assert database["OPTIONS"] == {"connect_timeout": 3}
 
 
 def test_secret_file_wins_over_the_variable(monkeypatch, tmp_path):
