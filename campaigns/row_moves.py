@@ -39,9 +39,13 @@ def move_with_history(
     into = f"INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
     with transaction.atomic(), connection.cursor() as cursor:
         if connection.vendor == "postgresql":
+            # The ids as one array and the state concatenated, as the batch delivery's moves do: with
+            # ``state = %s AND id IN (…)`` PostgreSQL hashed the chosen ids against every row in that state
+            # (a seq scan of the table to cancel 10,000 rows of a campaign among 60,000 scheduled ones),
+            # and no index on the state can serve this condition whatever the statistics say.
             cursor.execute(
-                f"WITH moved AS (UPDATE {notification} SET {set_sql} WHERE state = %s AND id IN ({rows_sql})"
-                f" RETURNING id) {into} SELECT id, %s, %s, %s, %s FROM moved",
+                f"WITH moved AS (UPDATE {notification} SET {set_sql} WHERE (state || '') = %s"
+                f" AND id = ANY(ARRAY({rows_sql})) RETURNING id) {into} SELECT id, %s, %s, %s, %s FROM moved",
                 [*set_params, from_state, *rows_params, from_state, to_state, reason, at],
             )
             return cursor.rowcount
