@@ -96,11 +96,11 @@ def sweep(now: datetime | None = None, tiers: Iterable[str] = TIERS) -> SweepRep
     stale_queued = []
     for tier in missing:
         cutoff = now - timedelta(seconds=_visibility_timeout(tier))
-        stale_queued += list(
-            notifications.filter(state=State.QUEUED, priority=tier, queued_at__lt=cutoff).values_list("pk", flat=True)[
-                :BATCH
-            ]
-        )
+        # Oldest first, in the order of the queue's index: unordered, LIMIT looked cheapest as a seq scan that
+        # stops at the BATCH-th match, and the matches, the last rows written, came after every other (121 ms
+        # a sweep at 1,000,000 rows, each 10 s while a tier missed tasks).
+        stale = notifications.filter(state=State.QUEUED, priority=tier, queued_at__lt=cutoff).order_by("queued_at")
+        stale_queued += list(stale.values_list("pk", flat=True)[:BATCH])
     # Pushed forward so the next sweep leaves them alone for another timeout.
     Notification.objects.filter(pk__in=stale_queued, state=State.QUEUED).update(queued_at=now)
 
