@@ -6,9 +6,11 @@ condition the new row version meets. Before, that was eight or nine B-trees per 
 notification now meets four (primary key, idempotency key, recipient, and the lease index while
 ``sending`` or the reference index once ``sent``):
 
-- ``kind`` and ``template_version`` lose their foreign-key indexes: every read by kind names the
-  recipient too, and nothing reads rows by template version (versions are never deleted). Deleting
-  a kind, which PROTECT refuses while any row has it, now reads the table.
+- ``kind`` and ``template_version`` lose their foreign-key indexes: the send path and the API read
+  by kind with the recipient, and nothing reads rows by template version (versions are never
+  deleted). What now reads the table, about 0.1–0.3 s at 1,000,000 rows: the admin's filter by kind
+  (or by state), deleting a kind (which PROTECT refuses while any row has it) and the
+  ``mask_secret_params`` command.
 - ``notification_state_idx`` (state, queued_at) over every row is gone: the sweeper's queued scans
   use ``notification_tier_queue_idx``, its lease scan ``notification_lease_idx``, and its scan of
   due API rows the new ``notification_scheduled_idx`` (send_at, where scheduled and not a campaign's).
@@ -48,7 +50,7 @@ class Migration(migrations.Migration):
                     name="kind",
                     field=models.ForeignKey(
                         db_index=False,
-                        help_text="Not indexed: every read by kind names the recipient too (notification_recipient_idx).",
+                        help_text="Not indexed: the product reads by kind with the recipient (notification_recipient_idx).",
                         on_delete=django.db.models.deletion.PROTECT,
                         related_name="notifications",
                         to="notifications.kind",

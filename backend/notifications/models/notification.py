@@ -62,7 +62,7 @@ class Notification(models.Model):
     )  # fmt: skip
     kind = models.ForeignKey(
         Kind, on_delete=models.PROTECT, related_name="notifications", db_index=False,
-        help_text="Not indexed: every read by kind names the recipient too (notification_recipient_idx).",
+        help_text="Not indexed: the product reads by kind with the recipient (notification_recipient_idx).",
     )  # fmt: skip
     channel = models.CharField(max_length=8, choices=Channel.choices)
     priority = models.CharField(max_length=8, choices=Priority.choices)
