@@ -6,7 +6,7 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 
-from backend.notifications.models import ApiClient, Kind, Recipient, TemplateVersion
+from backend.notifications.models import ApiClient, Kind, Notification, Recipient, TemplateVersion
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +35,25 @@ def test_create_api_key_refuses_an_existing_name_unless_rotating(client):
     new = run("create_api_key", "orders", "--rotate").splitlines()[-1]
     assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {old}").status_code == 401
     assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {new}").status_code == 404
+
+
+def test_rotating_a_key_keeps_the_client_its_notifications_and_its_idempotency_scope(client, demo_data):
+    old = run("create_api_key", "orders").splitlines()[-1]
+    orders = ApiClient.objects.get(name="orders")
+    ApiClient.objects.filter(pk=orders.pk).update(reads_all_notifications=True)
+    body = {"user_id": "u-en-1", "kind": "shipped", "params": {"order": "5012"}}
+    headers = {"HTTP_IDEMPOTENCY_KEY": "order-5012-shipped", "content_type": "application/json"}
+    accepted = client.post("/api/v1/notifications", body, HTTP_AUTHORIZATION=f"Bearer {old}", **headers)
+    assert accepted.status_code == 202
+
+    new = run("create_api_key", "orders", "--rotate").splitlines()[-1]
+
+    rotated = ApiClient.objects.get(name="orders")
+    assert (rotated.pk, rotated.reads_all_notifications) == (orders.pk, True) and rotated.key_hash != orders.key_hash
+    assert Notification.objects.get(pk=accepted.json()["id"]).client_id == orders.pk
+    # The service's retry after the rotation, with its new key: the same notification, not a second one.
+    retried = client.post("/api/v1/notifications", body, HTTP_AUTHORIZATION=f"Bearer {new}", **headers)
+    assert (retried.status_code, retried.json()["id"]) == (200, accepted.json()["id"])
 
 
 def test_demo_data_can_run_twice():

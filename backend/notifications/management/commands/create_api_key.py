@@ -8,14 +8,18 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="The calling service's name, e.g. orders.")
-        parser.add_argument("--rotate", action="store_true", help="Replace the key of an existing client.")
+        parser.add_argument(
+            "--rotate",
+            action="store_true",
+            help="Replace the key of an existing client, which keeps its notifications.",
+        )
 
     def handle(self, name: str, rotate: bool, **options):
         existing = ApiClient.objects.filter(name=name).first()
         if existing and not rotate:
             raise CommandError(f"A client named {name!r} exists; pass --rotate to replace its key.")
-        if existing:
-            existing.delete()
-        client, key = ApiClient.issue(name)
+        # Rotating keeps the client: deleting it would detach its notifications from it (a write of every
+        # one) and give the service a new idempotency scope, so retries sent across the rotation made duplicates.
+        client, key = (existing, existing.rotate_key()) if existing else ApiClient.issue(name)
         self.stdout.write(f"API key for {client.name} (store it now, it is not kept):")
         self.stdout.write(key)
