@@ -166,3 +166,17 @@ def test_a_lookup_on_an_unlisted_field_is_400_not_500(client, changelist):
     assert client.get("/admin/notifications/deadletter/?replayed_at__year=99999").status_code == 400
     assert client.get("/admin/notifications/deadletter/?replayed_at__isempty=1").status_code == 200
     assert client.get(f"/admin/{changelist}/").status_code == 200
+
+
+def test_a_kind_can_be_deleted_only_while_nothing_uses_it(client):
+    """A kind in use has no delete link, action or page: its confirmation would load every protected row."""
+    unused = Kind.objects.create(name="mistake", category="transactional", priority="standard", channels=["email"])
+    shipped = Kind.objects.get(name="shipped")
+    logged_in(client, "admin")
+
+    assert client.get(f"/admin/notifications/kind/{shipped.pk}/delete/").status_code == 403
+    assert client.post(f"/admin/notifications/kind/{shipped.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert "delete_selected" not in client.get("/admin/notifications/kind/").content.decode()
+    assert client.get(f"/admin/notifications/kind/{unused.pk}/delete/").status_code == 200
+    assert client.post(f"/admin/notifications/kind/{unused.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not Kind.objects.filter(pk=unused.pk).exists() and Kind.objects.filter(pk=shipped.pk).exists()
