@@ -177,6 +177,10 @@ def test_a_kind_can_be_deleted_only_while_nothing_uses_it(client):
     assert client.get(f"/admin/notifications/kind/{shipped.pk}/delete/").status_code == 403
     assert client.post(f"/admin/notifications/kind/{shipped.pk}/delete/", {"post": "yes"}).status_code == 403
     assert "delete_selected" not in client.get("/admin/notifications/kind/").content.decode()
+    bulk = {"action": "delete_selected", "_selected_action": [unused.pk, shipped.pk], "post": "yes"}
+    refused = client.post("/admin/notifications/kind/", bulk)  # not an action of this list: the list again
+    assert (refused.status_code, refused.templates[0].name) == (200, "admin/change_list.html")
+    assert Kind.objects.filter(pk__in=[unused.pk, shipped.pk]).count() == 2
     assert client.get(f"/admin/notifications/kind/{unused.pk}/delete/").status_code == 200
     assert client.post(f"/admin/notifications/kind/{unused.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not Kind.objects.filter(pk=unused.pk).exists() and Kind.objects.filter(pk=shipped.pk).exists()
