@@ -14,6 +14,7 @@ from django.test import RequestFactory
 from backend.notifications import actions
 from backend.notifications.admin import NotificationAdmin
 from backend.notifications.models import (
+    ApiClient,
     Attempt,
     BreakerEvent,
     DeadLetter,
@@ -23,6 +24,7 @@ from backend.notifications.models import (
     TemplateVersion,
     VelocityAlarm,
 )
+from backend.notifications.models.client import hash_api_key
 from inbox.models import InboxMessage
 
 pytestmark = pytest.mark.usefixtures("demo_data")
@@ -184,3 +186,22 @@ def test_a_kind_can_be_deleted_only_while_nothing_uses_it(client):
     assert client.get(f"/admin/notifications/kind/{unused.pk}/delete/").status_code == 200
     assert client.post(f"/admin/notifications/kind/{unused.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not Kind.objects.filter(pk=unused.pk).exists() and Kind.objects.filter(pk=shipped.pk).exists()
+
+
+def test_an_api_client_added_in_the_admin_keeps_its_form_and_one_that_sent_anything_cannot_be_deleted(client, send):
+    logged_in(client, "admin")
+    form = {"name": "audit", "is_active": "on", "reads_all_notifications": "on"}
+    added = client.post("/admin/notifications/apiclient/add/", form, follow=True)
+    [shown] = [str(message) for message in added.context["messages"] if "API key for audit" in str(message)]
+    audit = ApiClient.objects.get(name="audit")
+    key = shown.rsplit(": ", 1)[1]
+    assert (audit.reads_all_notifications, audit.key_hash) == (True, hash_api_key(key)) and key.startswith("ntf_")
+
+    sender = Notification.objects.get(
+        pk=send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "5012"}}).json()["id"]
+    )
+    used = sender.client
+    assert client.get(f"/admin/notifications/apiclient/{used.pk}/delete/").status_code == 403
+    assert client.get(f"/admin/notifications/apiclient/{audit.pk}/delete/").status_code == 200
+    assert client.post(f"/admin/notifications/apiclient/{audit.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert list(ApiClient.objects.filter(pk__in=[used.pk, audit.pk])) == [used]

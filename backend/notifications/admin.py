@@ -244,6 +244,13 @@ class BreakerEventAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
 
 @admin.register(ApiClient)
 class ApiClientAdmin(ListedFiltersOnly, admin.ModelAdmin):
+    """API clients: a new one's key is shown once; one that sent anything is revoked (``is_active``), not deleted.
+
+    Deleting a client detaches its notifications (a write of each) and a client of the same name made
+    again has another idempotency scope, so the service's retries would be accepted twice. A client
+    with no notification may be deleted from its own page (a mistake); the list has no bulk delete.
+    """
+
     list_display = ["name", "key_hint", "is_active", "created_at", "last_used_at"]
     list_filter = ["is_active"]
     search_fields = ["name"]
@@ -251,12 +258,17 @@ class ApiClientAdmin(ListedFiltersOnly, admin.ModelAdmin):
     readonly_fields = ["key_hint", "created_at", "last_used_at"]
 
     def save_model(self, request, obj, form, change):
-        if change:
-            super().save_model(request, obj, form, change)
-            return
-        client, key = ApiClient.issue(obj.name)
-        obj.pk, obj.key_hash, obj.key_hint = client.pk, client.key_hash, client.key_hint
-        messages.warning(request, f"API key for {client.name} (shown once, copy it now): {key}")
+        key = None if change else obj.set_new_key()
+        super().save_model(request, obj, form, change)
+        if key:
+            messages.warning(request, f"API key for {obj.name} (shown once, copy it now): {key}")
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return (
+            obj is not None
+            and super().has_delete_permission(request, obj)
+            and not Notification.objects.filter(client=obj).exists()
+        )
 
 
 @admin.register(VelocityAlarm)

@@ -42,9 +42,16 @@ class ApiClient(models.Model):
     @classmethod
     def issue(cls, name: str) -> tuple["ApiClient", str]:
         """Create a client and return it with its key, which is shown this once only."""
-        key = _new_key()
-        client = cls.objects.create(name=name, key_hash=hash_api_key(key), key_hint=key[:10])
+        client = cls(name=name)
+        key = client.set_new_key()
+        client.save()
         return client, key
+
+    def set_new_key(self) -> str:
+        """Give this client (unsaved) a new key's hash and hint; return the key: ``ntf_`` and 256 random bits."""
+        key = KEY_PREFIX + secrets.token_urlsafe(32)
+        self.key_hash, self.key_hint = hash_api_key(key), key[:10]
+        return key
 
     def rotate_key(self) -> str:
         """Give the client a new key and return it (shown this once only); the old key stops working.
@@ -53,12 +60,6 @@ class ApiClient(models.Model):
         retry of a request sent before the rotation is still answered as a duplicate) and its settings.
         Web processes other than this one honour the old key for at most ``auth.KEY_CACHE_SECONDS``.
         """
-        key = _new_key()
-        self.key_hash, self.key_hint = hash_api_key(key), key[:10]
+        key = self.set_new_key()
         self.save(update_fields=["key_hash", "key_hint"])
         return key
-
-
-def _new_key() -> str:
-    """``ntf_`` and 256 random bits, URL-safe."""
-    return KEY_PREFIX + secrets.token_urlsafe(32)
