@@ -8,7 +8,7 @@ credentials), which wins over ``NAME``.
 
 import os
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import dj_database_url
 
@@ -124,24 +124,47 @@ _DATABASE_SCHEMES = {"postgres", "postgresql", "sqlite"}
 def env_database(name: str, default: str, conn_max_age: int = 0) -> dict:
     """``$NAME`` (or the file ``$NAME_FILE`` names) as a Django ``DATABASES`` entry; ``default`` when unset.
 
-    Accepts ``postgres://user:password@host:5432/name`` and ``sqlite:///path``. Raises ``EnvError`` for
-    another scheme, a URL dj-database-url cannot read, or an empty value: set but empty (an env
-    file's ``DATABASE_URL=``) is refused rather than read as unset, which would run a deployment
-    on a local SQLite file. The messages never quote the URL, which holds the password.
+    Accepts ``postgres://user:password@host:5432/name`` (``postgres:///name``: the local socket) and
+    ``sqlite:///path``. Raises ``EnvError`` for an empty value, another scheme, a URL dj-database-url
+    cannot read, a PostgreSQL URL without ``//`` or with a database name holding ``/``, ``@`` or ``:``
+    (a mistyped URL whose password would end up in the name, which the server's errors quote),
+    ``connect_timeout`` that is not a whole number of seconds, and a SQLite URL naming no file (an
+    in-memory database is each process's own). Set but empty (an env file's ``DATABASE_URL=``) is
+    refused rather than read as unset, which would run a deployment on a local SQLite file. The
+    messages never quote the URL, which holds the password.
     """
     url = env_str(name, default).strip()
     expected = "expected postgres://user:password@host:5432/name or sqlite:///path (unset: the embedded SQLite file)"
     try:
-        scheme = urlsplit(url).scheme
-        if not url:
-            problem = "is set but empty"
-        elif scheme not in _DATABASE_SCHEMES:
-            problem = f"has the scheme {scheme!r}, not a supported database's" if scheme else "has no scheme"
-        else:
+        problem = _database_url_problem(url)
+        if problem is None:
             return dj_database_url.parse(url, conn_max_age=conn_max_age)
     except ValueError as exc:
         problem = f"cannot be read ({exc})"
     raise EnvError(f"{name} {problem}; {expected}")
+
+
+def _database_url_problem(url: str) -> str | None:
+    """What is wrong with the database URL ``url`` (never quoting it), or None; ``ValueError`` if unreadable."""
+    if not url:
+        return "is set but empty"
+    parts = urlsplit(url)
+    if parts.scheme not in _DATABASE_SCHEMES:
+        return f"has the scheme {parts.scheme!r}, not a supported database's" if parts.scheme else "has no scheme"
+    if not url[len(parts.scheme) + 1 :].startswith("//"):
+        return f"has no // after {parts.scheme}:"
+    if parts.scheme == "sqlite":
+        file = url[len("sqlite://") :]
+        if parts.netloc or file in ("", "/", "/:memory:"):
+            return "names no database file after sqlite:/// (an in-memory database would be each process's own)"
+        return None
+    database = parts.path.removeprefix("/")
+    if not database or any(mark in database for mark in "/@:"):
+        return "has no database name after the host, or one holding / @ or :"
+    timeouts = parse_qs(parts.query).get("connect_timeout", [])
+    if any(not value.isdigit() for value in timeouts):
+        return "has a connect_timeout that is not a whole number of seconds"
+    return None
 
 
 def env_region(name: str, default: str) -> str:

@@ -80,6 +80,13 @@ def test_env_int_refuses_non_integers_and_values_below_the_minimum(monkeypatch):
         ("mysql://notify:s3cret@db/notify", "has the scheme 'mysql', not a supported database's"),
         ("postgres://notify:s3cret@db:fivefourthreetwo/notify", "cannot be read (This string is not a valid url"),
         ("postgres://notify:s3cret@[::1/notify", "cannot be read (Invalid IPv6 URL)"),
+        # One slash: the whole rest would be the database's name, which the server's refusal quotes.
+        ("postgres:/notify:s3cret@db/notify", "has no // after postgres:"),
+        ("postgres://notify:s3cret@db/", "has no database name after the host, or one holding / @ or :"),
+        ("postgres://notify:s3cret@db/notify?connect_timeout=abc", "has a connect_timeout that is not a whole number"),
+        ("sqlite://", "names no database file after sqlite:///"),
+        ("sqlite:///:memory:", "names no database file after sqlite:///"),
+        ("sqlite://var/notify.sqlite3", "names no database file after sqlite:///"),
     ],
 )
 def test_env_database_refuses_what_is_no_database_url_without_quoting_the_password(monkeypatch, raw, problem):
@@ -96,6 +103,10 @@ def test_env_database_refuses_what_is_no_database_url_without_quoting_the_passwo
 def test_env_database_reads_postgresql_and_sqlite_and_defaults_when_unset(monkeypatch):
     monkeypatch.delenv("X_DB", raising=False)
     assert env_database("X_DB", "sqlite:///demo.sqlite3")["NAME"] == "demo.sqlite3"
+    monkeypatch.setenv("X_DB", "sqlite:////srv/notify/notify.sqlite3")
+    assert env_database("X_DB", "sqlite:///demo.sqlite3")["NAME"] == "/srv/notify/notify.sqlite3"
+    monkeypatch.setenv("X_DB", "postgres:///notify")  # the local socket
+    assert {key: env_database("X_DB", "")[key] for key in ("NAME", "HOST")} == {"NAME": "notify", "HOST": ""}
     monkeypatch.setenv("X_DB", " postgres://notify:pw@db:5433/notify?connect_timeout=3 ")
     database = env_database("X_DB", "sqlite:///demo.sqlite3", conn_max_age=60)
     assert {key: database[key] for key in ("ENGINE", "NAME", "USER", "PASSWORD", "HOST", "PORT", "CONN_MAX_AGE")} == {
