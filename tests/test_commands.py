@@ -56,6 +56,18 @@ def test_rotating_a_key_keeps_the_client_its_notifications_and_its_idempotency_s
     assert (retried.status_code, retried.json()["id"]) == (200, accepted.json()["id"])
 
 
+def test_rotating_a_revoked_clients_key_says_it_stays_revoked(client):
+    run("create_api_key", "orders")
+    ApiClient.objects.filter(name="orders").update(is_active=False)
+
+    *said, key = run("create_api_key", "orders", "--rotate").splitlines()
+
+    assert said[0] == "orders is revoked: this key is refused until the client is active again."
+    assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {key}").status_code == 401
+    ApiClient.objects.filter(name="orders").update(is_active=True)
+    assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {key}").status_code == 404
+
+
 def test_demo_data_can_run_twice():
     run("demo_data")
     run("demo_data")

@@ -21,5 +21,8 @@ class Command(BaseCommand):
         # Rotating keeps the client: deleting it would detach its notifications from it (a write of every
         # one) and give the service a new idempotency scope, so retries sent across the rotation made duplicates.
         client, key = (existing, existing.rotate_key()) if existing else ApiClient.issue(name)
+        if not client.is_active:
+            # Revoked after a leak, say: the new key waits until someone turns the client on again.
+            self.stdout.write(f"{client.name} is revoked: this key is refused until the client is active again.")
         self.stdout.write(f"API key for {client.name} (store it now, it is not kept):")
         self.stdout.write(key)
