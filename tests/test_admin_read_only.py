@@ -20,6 +20,8 @@ from backend.notifications.models import (
     DeadLetter,
     Kind,
     Notification,
+    Preference,
+    Recipient,
     State,
     TemplateVersion,
     VelocityAlarm,
@@ -171,7 +173,11 @@ def test_a_lookup_on_an_unlisted_field_is_400_not_500(client, changelist):
 
 
 def test_a_kind_can_be_deleted_only_while_nothing_uses_it(client):
-    """A kind in use has no delete link, action or page: its confirmation would load every protected row."""
+    """A kind in use has no delete link, action or page: its confirmation would load every protected row.
+
+    A preference counts: it would be deleted with the kind, and a kind made again under that name
+    would find the person's opt-out gone.
+    """
     unused = Kind.objects.create(name="mistake", category="transactional", priority="standard", channels=["email"])
     shipped = Kind.objects.get(name="shipped")
     logged_in(client, "admin")
@@ -183,6 +189,11 @@ def test_a_kind_can_be_deleted_only_while_nothing_uses_it(client):
     refused = client.post("/admin/notifications/kind/", bulk)  # not an action of this list: the list again
     assert (refused.status_code, refused.templates[0].name) == (200, "admin/change_list.html")
     assert Kind.objects.filter(pk__in=[unused.pk, shipped.pk]).count() == 2
+    opted_out = Kind.objects.create(name="opted", category="marketing", priority="standard", channels=["email"])
+    Preference.objects.create(
+        recipient=Recipient.objects.get(user_id="u-en-1"), kind=opted_out, channel="email", enabled=False
+    )
+    assert client.get(f"/admin/notifications/kind/{opted_out.pk}/delete/").status_code == 403
     assert client.get(f"/admin/notifications/kind/{unused.pk}/delete/").status_code == 200
     assert client.post(f"/admin/notifications/kind/{unused.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not Kind.objects.filter(pk=unused.pk).exists() and Kind.objects.filter(pk=shipped.pk).exists()

@@ -89,7 +89,9 @@ class KindAdmin(ListedFiltersOnly, admin.ModelAdmin):
     A kind in use cannot be deleted anyway (its templates, campaigns and notifications PROTECT it),
     and Django's confirmation page lists every protected row: for a kind with 180,000 notifications,
     180,000 rows loaded and two queries each. So a kind can be deleted from its own page only, and
-    only when no template, campaign or notification has it (no bulk delete from the list).
+    only when no template, campaign, notification or preference has it (no bulk delete from the list):
+    preferences would go with it (CASCADE), and a kind made again under that name would find a
+    person's opt-out gone.
     """
 
     list_display = ["name", "category", "priority", "channels", "opt_out_allowed", "over_limit", "validity_seconds"]
@@ -101,7 +103,7 @@ class KindAdmin(ListedFiltersOnly, admin.ModelAdmin):
 
 
 def _kind_in_use(kind: Kind) -> bool:
-    """Whether anything PROTECTs ``kind``: templates and campaigns first, both indexed by kind.
+    """Whether anything has ``kind``: templates and campaigns first, both indexed by kind.
 
     A notification is rendered from a template of its kind, so the notification table, which has no
     index on kind (each delivery would pay for one twice), is read only for a kind with neither.
@@ -112,6 +114,7 @@ def _kind_in_use(kind: Kind) -> bool:
         TemplateVersion.objects.filter(kind=kind).exists()
         or Campaign.objects.filter(kind=kind).exists()
         or Notification.objects.filter(kind=kind).exists()
+        or Preference.objects.filter(kind=kind).exists()
     )
 
 
