@@ -47,14 +47,16 @@ def _providers_file(stub: str, budget: float) -> str:
 def build_backlog(size: int, channels: tuple[str, ...] = ("sms", "push"), chunk: int = 20000) -> None:
     """Insert ``size`` queued standard notifications to u-en-1 (channels in turn), enqueued as the accept side does.
 
-    Set-based: one INSERT … SELECT generate_series per chunk, then ``tasks.enqueue_deliveries`` of its
-    ids per channel (one ZADD each).
+    Rows as the API accepts them, with their client and its idempotency scope (the client's index
+    takes an entry at each change of state). Set-based: one INSERT … SELECT generate_series per chunk,
+    then ``tasks.enqueue_deliveries`` of its ids per channel (one ZADD each).
     """
     from django.db import connection
 
-    from backend.notifications.models import Kind, Recipient, TemplateVersion
+    from backend.notifications.models import ApiClient, Kind, Recipient, TemplateVersion
     from backend.notifications.tasks import enqueue_deliveries
 
+    client = ApiClient.objects.filter(name="bench-drain").first() or ApiClient.issue("bench-drain")[0]
     kind = Kind.objects.get(name="shipped")
     recipient = Recipient.objects.get(user_id="u-en-1")
     run = uuid.uuid4().hex[:8]
@@ -70,16 +72,26 @@ def build_backlog(size: int, channels: tuple[str, ...] = ("sms", "push"), chunk:
                 cursor.execute(
                     """
                     INSERT INTO notifications_notification
-                      (id, idempotency_key, idempotency_scope, request_hash, recipient_id, kind_id, channel, priority,
-                       params, state, reason, template_version_id, preview, provider, provider_ref, attempt_count,
-                       replayed_attempts, last_error, created_at, updated_at, queued_at)
-                    SELECT gen_random_uuid(), %s || g, 'bench', '', %s, %s, %s, 'standard',
+                      (id, idempotency_key, idempotency_scope, request_hash, client_id, recipient_id, kind_id, channel,
+                       priority, params, state, reason, template_version_id, preview, provider, provider_ref,
+                       attempt_count, replayed_attempts, last_error, created_at, updated_at, queued_at)
+                    SELECT gen_random_uuid(), %s || g, %s, '', %s, %s, %s, %s, 'standard',
                            jsonb_build_object('order', g::text), 'queued', '', %s, '', '', '', 0, 0, '',
                            now(), now(), now()
                     FROM generate_series(%s, %s) AS g
                     RETURNING id
                     """,
-                    [f"drain-{run}-{channel}-", recipient.pk, kind.pk, channel, version.pk, made, made + count - 1],
+                    [
+                        f"drain-{run}-{channel}-",
+                        f"client:{client.pk}",
+                        client.pk,
+                        recipient.pk,
+                        kind.pk,
+                        channel,
+                        version.pk,
+                        made,
+                        made + count - 1,
+                    ],
                 )
                 ids = [str(row[0]) for row in cursor.fetchall()]
             enqueue_deliveries(ids, "standard")
