@@ -2,7 +2,6 @@
 
 import threading
 import time
-import uuid
 from unittest import mock
 
 import pytest
@@ -18,6 +17,7 @@ from backend.notifications.tasks import enqueue_delivery
 from campaigns import actions, fanout, ledger, row_moves
 from campaigns.models import Campaign, CampaignAudit
 from tests.campaigns_setup import list_segment, submitted
+from tests.plans_setup import analyze, copies_of, plan_of
 from tests.processes import Processes, wait_until, worker_env
 
 AUDIENCE = 30
@@ -239,26 +239,17 @@ def test_a_big_cancel_locks_only_the_fed_rows_and_the_scheduler_writes_the_rest(
 def test_a_move_reads_the_campaign_rows_by_key_whatever_else_is_scheduled(running):
     """Each chunk's UPDATE finds its rows by primary key, not by reading every scheduled row of the table."""
     template = rows(running, State.QUEUED).first()
-    row = {field.attname: getattr(template, field.attname) for field in Notification._meta.concrete_fields}
-
-    def copies(prefix: str, count: int, **fields) -> list[Notification]:
-        return [Notification(**{**row, "id": uuid.uuid4(), "idempotency_key": f"{prefix}-{n}", **fields})
-                for n in range(count)]  # fmt: skip
-
     # This campaign's spread wave, and 20,000 rows of other sends waiting for their send_at.
-    Notification.objects.bulk_create(copies("wave", 3000, state=State.SCHEDULED), batch_size=5000)
-    others = copies("api", 20_000, state=State.SCHEDULED, campaign_id=None, idempotency_scope="internal")
+    Notification.objects.bulk_create(copies_of(template, 3000, "wave", state=State.SCHEDULED), batch_size=5000)
+    others = copies_of(template, 20_000, "api", state=State.SCHEDULED, campaign_id=None, idempotency_scope="internal")
     Notification.objects.bulk_create(others, batch_size=5000)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE notifications_notification")
+    analyze()
 
     with CaptureQueriesContext(connection) as captured:
         moved = row_moves.stop_unsent(running.pk, State.CANCELLED, "campaign-cancelled", timezone.now(), limit=1000)
     assert moved == 1000
 
     [move] = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("WITH moved")]
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {move}")
-        plan = "\n".join(line for (line,) in cursor.fetchall())
+    plan = plan_of(move)
     # Before: a hash join whose other side read all 23,000 scheduled rows (a seq scan once no index had state first).
     assert "Seq Scan on notifications_notification" not in plan and "notifications_notification_pkey" in plan, plan

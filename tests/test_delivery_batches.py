@@ -27,6 +27,7 @@ from backend.stubs import provider_server
 from campaigns import actions as campaign_actions
 from campaigns.models import Campaign
 from tests.campaigns_setup import list_segment, submitted
+from tests.plans_setup import analyze, copies_of, plan_of
 from tests.providers_setup import write_providers_file
 
 pytestmark = pytest.mark.usefixtures("demo_data", "stub_providers")
@@ -396,13 +397,9 @@ def test_a_row_that_no_longer_renders_fails_with_its_render_error_and_the_rest_g
 def test_a_batch_finds_its_rows_by_key_whatever_the_statistics_say(send, stub_providers, caller):
     # Statistics of a table of 20,000 rows sent, none queued; then a backlog of 3,000 arrives.
     first = Notification.objects.get(pk=queued_sms(send, 1)[0])
-    row = model_to_dict_row(first)
-    sent = [Notification(**{**row, "id": uuid.uuid4(), "idempotency_key": f"s-{n}", "state": State.SENT})
-            for n in range(20_000)]  # fmt: skip
-    Notification.objects.bulk_create(sent, batch_size=5000)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE notifications_notification")
-    copies = [Notification(**{**row, "id": uuid.uuid4(), "idempotency_key": f"c-{n}"}) for n in range(3000)]
+    Notification.objects.bulk_create(copies_of(first, 20_000, "s", state=State.SENT), batch_size=5000)
+    analyze()
+    copies = copies_of(first, 3000, "c")
     Notification.objects.bulk_create(copies)
     ids = [str(first.pk)] + [str(copy.pk) for copy in copies[:199]]
 
@@ -415,15 +412,8 @@ def test_a_batch_finds_its_rows_by_key_whatever_the_statistics_say(send, stub_pr
     kinds = [sql.split(" ", 2)[1] for sql in reads_and_moves]
     assert (kinds.count("moved"), kinds.count("done")) == (4, 4)  # each wave's claim, and its results with the move
     for sql in reads_and_moves:
-        with connection.cursor() as cursor:
-            cursor.execute(f"EXPLAIN {sql}")
-            plan = "\n".join(row[0] for row in cursor.fetchall())
+        plan = plan_of(sql)
         # Before: the read and the claim of 200 read all 3,000 queued rows through the queue's partial index and
         # hashed them; with the state's condition out of that index's reach, a seq scan of every row.
         assert "notification_tier_queue_idx" not in plan and "Seq Scan on notifications_notification" not in plan, plan
         assert "notifications_notification_pkey" in plan, plan
-
-
-def model_to_dict_row(row: Notification) -> dict:
-    """``row``'s concrete fields by attribute name (foreign keys as ids), to build copies of it."""
-    return {field.attname: getattr(row, field.attname) for field in Notification._meta.concrete_fields}

@@ -1,6 +1,5 @@
 """The sweeper's three rules, with time frozen."""
 
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -12,6 +11,7 @@ from backend.notifications.delivery.sweeper import sweep
 from backend.notifications.models import Notification, State
 from backend.notifications.queues import HUEYS
 from tests.conftest import pending
+from tests.plans_setup import analyze, copies_of, plan_of
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -126,14 +126,9 @@ def test_the_scan_for_queued_rows_without_a_task_reads_the_oldest_through_the_qu
     """20,000 sent rows, then 20,000 queued whose tasks Redis lost: the sweep reads 1,000 by the queue's index."""
     now = timezone.now()
     stale = make("1", queued_at=now - timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"] + 5))
-    row = {field.attname: getattr(stale, field.attname) for field in Notification._meta.concrete_fields}
-    copies = [
-        Notification(**{**row, "id": uuid.uuid4(), "idempotency_key": f"c-{n}", "state": state})
-        for n, state in enumerate([State.SENT] * 20_000 + [State.QUEUED] * 19_999)
-    ]
+    copies = copies_of(stale, 20_000, "s", state=State.SENT) + copies_of(stale, 19_999, "q")
     Notification.objects.bulk_create(copies, batch_size=5000)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE notifications_notification")
+    analyze()
     HUEYS["standard"].flush()
 
     with CaptureQueriesContext(connection) as captured:
@@ -141,9 +136,7 @@ def test_the_scan_for_queued_rows_without_a_task_reads_the_oldest_through_the_qu
     [scan] = [
         q["sql"] for q in captured.captured_queries if 'queued_at" <' in q["sql"] and q["sql"].startswith("SELECT")
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {scan}")
-        plan = "\n".join(line for (line,) in cursor.fetchall())
+    plan = plan_of(scan)
     # Unordered, LIMIT 1000 looked cheapest as a seq scan that stops at the thousandth match; the matches were
     # the last rows written, so it read every row before them (121 ms at 1,000,000 rows).
     assert "notification_tier_queue_idx" in plan and "Seq Scan" not in plan, plan

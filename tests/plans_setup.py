@@ -1,0 +1,29 @@
+"""Tables large enough for PostgreSQL's plans to matter, built from one notification row; the plans read back."""
+
+import uuid
+
+from django.db import connection
+
+from backend.notifications.models import Notification
+
+
+def copies_of(row: Notification, count: int, prefix: str, **fields) -> list[Notification]:
+    """``count`` unsaved copies of ``row``, new ids, idempotency keys ``prefix-0`` …, with ``fields`` set on each."""
+    values = {field.attname: getattr(row, field.attname) for field in Notification._meta.concrete_fields}
+    return [
+        Notification(**{**values, "id": uuid.uuid4(), "idempotency_key": f"{prefix}-{n}", **fields})
+        for n in range(count)
+    ]
+
+
+def analyze() -> None:
+    """Fresh statistics of the notification table, as autovacuum would take them."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Notification._meta.db_table}")
+
+
+def plan_of(sql: str) -> str:
+    """The plan PostgreSQL picks for ``sql`` (a statement as the query log holds it, values inline), as text."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {sql}")
+        return "\n".join(line for (line,) in cursor.fetchall())
