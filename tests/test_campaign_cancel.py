@@ -187,6 +187,8 @@ def test_hand_over_stops_at_once_while_a_fan_out_batch_is_under_way(audience, ma
     ):
         fanning = in_a_thread(lambda: report.append(fanout.fan_out(campaign.pk, batch=10)))
         assert second_batch_made.wait(10)
+        # The first batch runs beside the second on a connection of its own: its commit may come a moment later.
+        wait_until(lambda: rows(campaign, State.QUEUED).count() == 10, 5, "the first batch's commit")
         # The feeder handed the first batch over (the second is not committed yet): these rows have tasks.
         fed = rows(campaign, State.QUEUED).update(queued_at=timezone.now())
         cancelling = in_a_thread(lambda: actions.cancel(campaign, marketer))
