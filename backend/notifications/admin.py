@@ -43,6 +43,21 @@ class ReadOnly:
         return False
 
 
+class DeletableWhileUnused:
+    """A record is deleted from its own page only, and only while ``in_use`` says nothing has it.
+
+    Django's confirmation page lists every row that PROTECTs the record or would go with it; for a
+    record in use that is a load of each (two queries apiece) to end in a refusal or a loss. The
+    list's bulk delete never shows: it asks with no record to check.
+    """
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return obj is not None and super().has_delete_permission(request, obj) and not self.in_use(obj)
+
+    def in_use(self, obj) -> bool:
+        raise NotImplementedError
+
+
 # What Django's own list filters (after a field's name) and date hierarchy put in a change list's URL.
 _FILTER_SUFFIXES = ("", "__exact", "__isnull", "__isempty", "__id__exact", "__gte", "__lt")
 _DATE_SUFFIXES = ("__year", "__month", "__day")
@@ -83,39 +98,32 @@ class ListedFiltersOnly(AutoDirection):
 
 
 @admin.register(Kind)
-class KindAdmin(ListedFiltersOnly, admin.ModelAdmin):
-    """Kinds; one may be deleted only while nothing uses it, one at a time.
+class KindAdmin(DeletableWhileUnused, ListedFiltersOnly, admin.ModelAdmin):
+    """Kinds; one may be deleted only while no template, campaign, notification or preference has it.
 
-    A kind in use cannot be deleted anyway (its templates, campaigns and notifications PROTECT it),
-    and Django's confirmation page lists every protected row: for a kind with 180,000 notifications,
-    180,000 rows loaded and two queries each. So a kind can be deleted from its own page only, and
-    only when no template, campaign, notification or preference has it (no bulk delete from the list):
-    preferences would go with it (CASCADE), and a kind made again under that name would find a
-    person's opt-out gone.
+    The first three PROTECT it (for a kind with 180,000 notifications the confirmation page loaded
+    180,000 rows, two queries each); preferences would go with it (CASCADE), and a kind made again
+    under that name would find a person's opt-out gone.
     """
 
     list_display = ["name", "category", "priority", "channels", "opt_out_allowed", "over_limit", "validity_seconds"]
     list_filter = ["category", "priority", "opt_out_allowed"]
     search_fields = ["name", "description"]
 
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return obj is not None and super().has_delete_permission(request, obj) and not _kind_in_use(obj)
+    def in_use(self, obj: Kind) -> bool:
+        """Templates and campaigns first, both indexed by kind.
 
+        A notification is rendered from a template of its kind, so the notification table, which has no
+        index on kind (each delivery would pay for one twice), is read only for a kind with neither.
+        """
+        from campaigns.models import Campaign
 
-def _kind_in_use(kind: Kind) -> bool:
-    """Whether anything has ``kind``: templates and campaigns first, both indexed by kind.
-
-    A notification is rendered from a template of its kind, so the notification table, which has no
-    index on kind (each delivery would pay for one twice), is read only for a kind with neither.
-    """
-    from campaigns.models import Campaign
-
-    return (
-        TemplateVersion.objects.filter(kind=kind).exists()
-        or Campaign.objects.filter(kind=kind).exists()
-        or Notification.objects.filter(kind=kind).exists()
-        or Preference.objects.filter(kind=kind).exists()
-    )
+        return (
+            TemplateVersion.objects.filter(kind=obj).exists()
+            or Campaign.objects.filter(kind=obj).exists()
+            or Notification.objects.filter(kind=obj).exists()
+            or Preference.objects.filter(kind=obj).exists()
+        )
 
 
 @admin.register(TemplateVersion)
@@ -246,12 +254,12 @@ class BreakerEventAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(ApiClient)
-class ApiClientAdmin(ListedFiltersOnly, admin.ModelAdmin):
+class ApiClientAdmin(DeletableWhileUnused, ListedFiltersOnly, admin.ModelAdmin):
     """API clients: a new one's key is shown once; one that sent anything is revoked (``is_active``), not deleted.
 
     Deleting a client detaches its notifications (a write of each) and a client of the same name made
     again has another idempotency scope, so the service's retries would be accepted twice. A client
-    with no notification may be deleted from its own page (a mistake); the list has no bulk delete.
+    with no notification (a mistake) may be deleted.
     """
 
     list_display = ["name", "key_hint", "is_active", "created_at", "last_used_at"]
@@ -266,12 +274,8 @@ class ApiClientAdmin(ListedFiltersOnly, admin.ModelAdmin):
         if key:
             messages.warning(request, f"API key for {obj.name} (shown once, copy it now): {key}")
 
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return (
-            obj is not None
-            and super().has_delete_permission(request, obj)
-            and not Notification.objects.filter(client=obj).exists()
-        )
+    def in_use(self, obj: ApiClient) -> bool:
+        return Notification.objects.filter(client=obj).exists()
 
 
 @admin.register(VelocityAlarm)
