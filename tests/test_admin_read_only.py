@@ -216,3 +216,15 @@ def test_an_api_client_added_in_the_admin_keeps_its_form_and_one_that_sent_anyth
     assert client.get(f"/admin/notifications/apiclient/{audit.pk}/delete/").status_code == 200
     assert client.post(f"/admin/notifications/apiclient/{audit.pk}/delete/", {"post": "yes"}).status_code == 302
     assert list(ApiClient.objects.filter(pk__in=[used.pk, audit.pk])) == [used]
+
+
+def test_the_admin_refuses_a_lookalike_or_case_twin_of_an_api_clients_name(client):
+    logged_in(client, "admin")
+    ApiClient.issue("orders")
+    for name, message in [
+        ("Orders", "An API client with this name exists (names are compared ignoring case)."),
+        ("orders\u200b", "A client&#x27;s name is ASCII letters, digits"),
+    ]:
+        answer = client.post("/admin/notifications/apiclient/add/", {"name": name, "is_active": "on"})
+        assert answer.status_code == 200 and message in answer.content.decode(), name
+    assert list(ApiClient.objects.values_list("name", flat=True)) == ["orders"]

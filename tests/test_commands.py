@@ -4,6 +4,7 @@ import io
 import re
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from backend.notifications.models import ApiClient, Kind, Notification, Recipient, TemplateVersion
@@ -35,6 +36,44 @@ def test_create_api_key_refuses_an_existing_name_unless_rotating(client):
     new = run("create_api_key", "orders", "--rotate").splitlines()[-1]
     assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {old}").status_code == 401
     assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {new}").status_code == 404
+
+
+# Names that read as "orders" to a person but were different strings to the database.
+LOOKALIKES = [
+    ("orders\u200b", "a zero-width space after it"),
+    ("\u041erders", "a Cyrillic capital O"),
+    ("orders\u200f", "a right-to-left mark"),
+    ("ord ers", "a space"),
+    ("-orders", "a leading dash, which a shell reads as an option"),
+]
+
+
+@pytest.mark.parametrize(("name", "why"), LOOKALIKES)
+def test_create_api_key_refuses_a_name_outside_the_rule(name, why):
+    with pytest.raises(CommandError, match=re.escape("A client's name is ASCII letters, digits")):
+        run("create_api_key", "--", name)
+    assert not ApiClient.objects.exists(), why
+
+
+def test_names_are_one_whatever_their_case_and_rotate_finds_the_client_ignoring_case(client):
+    run("create_api_key", "orders")
+    with pytest.raises(CommandError, match=re.escape("A client named 'orders' exists; pass --rotate")):
+        run("create_api_key", "Orders")
+    with pytest.raises(ValidationError, match="names are compared ignoring case"):
+        ApiClient.issue("ORDERS")
+
+    new = run("create_api_key", "ORDERS", "--rotate").splitlines()[-1]
+
+    assert list(ApiClient.objects.values_list("name", flat=True)) == ["orders"]
+    assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {new}").status_code == 404
+
+
+def test_rotate_of_a_name_no_client_has_is_refused_not_a_new_client():
+    # A typo while rotating a leaked key must not leave the leaked key working beside a new client.
+    run("create_api_key", "orders")
+    with pytest.raises(CommandError, match=re.escape("No client is named 'ordres': nothing to rotate")):
+        run("create_api_key", "ordres", "--rotate")
+    assert list(ApiClient.objects.values_list("name", flat=True)) == ["orders"]
 
 
 def test_rotating_a_key_keeps_the_client_its_notifications_and_its_idempotency_scope(client, demo_data):

@@ -1,3 +1,4 @@
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from backend.notifications.models import ApiClient
@@ -15,12 +16,17 @@ class Command(BaseCommand):
         )
 
     def handle(self, name: str, rotate: bool, **options):
-        existing = ApiClient.objects.filter(name=name).first()
+        existing = ApiClient.objects.filter(name__iexact=name).first()
         if existing and not rotate:
-            raise CommandError(f"A client named {name!r} exists; pass --rotate to replace its key.")
+            raise CommandError(f"A client named {existing.name!r} exists; pass --rotate to replace its key.")
+        if rotate and not existing:
+            raise CommandError(f"No client is named {name!r}: nothing to rotate (leave out --rotate to create it).")
         # Rotating keeps the client: deleting it would detach its notifications from it (a write of every
         # one) and give the service a new idempotency scope, so retries sent across the rotation made duplicates.
-        client, key = (existing, existing.rotate_key()) if existing else ApiClient.issue(name)
+        try:
+            client, key = (existing, existing.rotate_key()) if existing else ApiClient.issue(name)
+        except ValidationError as exc:
+            raise CommandError(" ".join(exc.messages)) from exc
         if not client.is_active:
             # Revoked after a leak, say: the new key waits until someone turns the client on again.
             self.stdout.write(f"{client.name} is revoked: this key is refused until the client is active again.")
