@@ -320,6 +320,10 @@ NOTIFY = {
     "RETRY_CAP": env_float("NOTIFY_RETRY_CAP", 300.0, minimum=0.0),
     # Seconds the idempotency fast-path key lives in Redis (DESIGN.md §2: 24 h).
     "IDEMPOTENCY_TTL": env_int("NOTIFY_IDEMPOTENCY_TTL", 86400, minimum=1),
+    # Days a notification that ended is kept after its last change, then deleted with its history by the
+    # scheduler every RETENTION_INTERVAL seconds (retention.py; DESIGN.md §3: 90 days). 0 keeps everything.
+    "RETENTION_DAYS": env_int("NOTIFY_RETENTION_DAYS", 90, minimum=0),
+    "RETENTION_INTERVAL": env_float("NOTIFY_RETENTION_INTERVAL", 86400.0, minimum=60.0),
     "SMS_PRICES": env_str("NOTIFY_SMS_PRICES", str(BASE_DIR / "backend" / "notifications" / "data" / "sms_prices.csv")),
     # Providers, routes and budgets (TOML, see providers/config.py); unset → CHANNEL_PROVIDERS below.
     "PROVIDERS_FILE": env_str("NOTIFY_PROVIDERS_FILE", ""),

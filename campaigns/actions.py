@@ -703,6 +703,7 @@ def resend_remainder(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
                 f"{original} is {original.state}: only a cancelled campaign has a remainder.", "state"
             )
         _refuse_second(original, Origin.REMAINDER)
+        _refuse_archived(original, "its remainder")
         segment = Segment.objects.create(
             name=_derived_name(original, " (remainder)"), kind=Segment.Kind.LIST, created_by=user
         )
@@ -744,6 +745,16 @@ def _refuse_second(original: Campaign, purpose: str) -> None:
         )
 
 
+def _refuse_archived(original: Campaign, what: str) -> None:
+    """Refuse what needs ``original``'s rows once retention may have deleted them (``campaigns/archive.py``)."""
+    if original.archived_at:
+        raise CampaignRefused(
+            f"{original} ended more than NOTIFY_RETENTION_DAYS days ago and its notifications were deleted after "
+            f"{original.archived_at:%Y-%m-%d}: {what} is no longer known. Compose a new campaign instead.",
+            "state",
+        )
+
+
 def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     """A new draft to exactly the recipients who were sent ``campaign``, with its correction template; returns it.
 
@@ -767,6 +778,7 @@ def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
                 "correction",
             )
         _refuse_second(original, Origin.CORRECTION)
+        _refuse_archived(original, "who was sent it")
         segment = Segment.objects.create(
             name=_derived_name(original, " (correction)"), kind=Segment.Kind.LIST, created_by=user
         )

@@ -47,11 +47,29 @@ def counts(campaign: Campaign) -> dict[str, int]:
     cancel stopped them (nothing feeds, releases or retries a cancelled campaign's rows) and the
     scheduler only writes their new state in chunks after it (``fanout.stop_cancelled``).
     """
+    if campaign.archived_at:
+        # Frozen before retention deleted the rows (campaigns/archive.py), already as a cancel counts them.
+        frozen = campaign.archive.get("counts", {})
+        return {state: int(frozen.get(state, 0)) for state in State.values}
     found = dict(Notification.objects.filter(campaign=campaign).order_by().values_list("state").annotate(n=Count("pk")))
     result = {state: found.get(state, 0) for state in State.values}
     if campaign.state == Campaign.State.CANCELLED:
         result = as_cancelled(result)
     return result
+
+
+def waves(campaign: Campaign) -> list[tuple[datetime | None, dict[str, int]]]:
+    """``campaign``'s rows per send instant and state (one GROUP BY), by instant; rows without one last.
+
+    Once archived (``campaigns/archive.py``), the waves frozen then.
+    """
+    if campaign.archived_at:
+        return [(datetime.fromisoformat(at) if at else None, n) for at, n in campaign.archive.get("waves", [])]
+    grouped: dict[datetime | None, dict[str, int]] = {}
+    rows = Notification.objects.filter(campaign=campaign).order_by().values_list("send_at", "state")
+    for at, state, n in rows.annotate(n=Count("pk")):
+        grouped.setdefault(at, {})[state] = n
+    return sorted(grouped.items(), key=lambda item: (item[0] is None, item[0]))
 
 
 def as_cancelled(counts: dict[str, int]) -> dict[str, int]:

@@ -123,7 +123,7 @@ def gather(campaign: Campaign) -> Report:
     """Read everything the report of ``campaign`` shows: a fixed number of queries, aggregated in SQL."""
     preflight = campaign.preflight or {}
     audit = list(CampaignAudit.objects.filter(campaign=campaign).order_by("at", "pk"))
-    outcome = _outcome(campaign)
+    outcome = outcome_rows(campaign)
     counts: dict[str, int] = {}
     for row in outcome:
         counts[row.state] = counts.get(row.state, 0) + row.count
@@ -144,7 +144,7 @@ def gather(campaign: Campaign) -> Report:
         outcome=outcome,
         total=sum(counts.values()),
         estimate=preflight.get("sms"),
-        actual=_sms_cost(campaign) if campaign.channel == Channel.SMS else None,
+        actual=sms_costs(campaign) if campaign.channel == Channel.SMS else None,
         name_direction=first_strong_direction(campaign.name),
         segment_direction=first_strong_direction(campaign.segment.name),
     )
@@ -198,8 +198,13 @@ def _detail(detail: dict[str, Any]) -> str:
     return line if len(line) <= DETAIL_CHARS else line[: DETAIL_CHARS - 1] + "…"
 
 
-def _outcome(campaign: Campaign) -> list[OutcomeRow]:
-    """The campaign's notifications counted per (state, channel, provider): one GROUP BY in SQL."""
+def outcome_rows(campaign: Campaign) -> list[OutcomeRow]:
+    """The campaign's notifications counted per (state, channel, provider): one GROUP BY in SQL.
+
+    Once archived (``campaigns/archive.py``) the rows frozen then: retention may have deleted the notifications.
+    """
+    if campaign.archived_at:
+        return [OutcomeRow(*row) for row in campaign.archive.get("outcome", [])]
     grouped = (
         Notification.objects.filter(campaign=campaign)
         .order_by()
@@ -211,9 +216,11 @@ def _outcome(campaign: Campaign) -> list[OutcomeRow]:
     return sorted(rows, key=lambda row: (order.get(row.state, len(order)), row.channel, row.provider))
 
 
-def _sms_cost(campaign: Campaign) -> list[SmsCost]:
+def sms_costs(campaign: Campaign) -> list[SmsCost]:
     """The cost of the campaign's sent SMS: each sent attempt's price (segments × the price list, fixed at send
-    time by ``dispatch.sms_cost``) summed per provider and currency in one query."""
+    time by ``dispatch.sms_cost``) summed per provider and currency in one query; once archived, the frozen sums."""
+    if campaign.archived_at:
+        return [SmsCost(*row) for row in campaign.archive.get("sms_cost", [])]
     grouped = (
         Attempt.objects.filter(notification__campaign=campaign, result=Attempt.Result.SENT)
         .order_by()

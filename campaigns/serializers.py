@@ -289,7 +289,7 @@ class CampaignSerializer(serializers.ModelSerializer):
             "id", "name", "state", "kind", "channel", "segment", "template_versions", "params", "schedule", "end_at",
             "correction", "content_hash", "author", "created_at", "updated_at", "submitted_at", "paused_at", "counts",
             "ledger", "approvals", "audit", "spread_seconds", "spread_until", "rate_per_second", "sending_hours_start",
-            "sending_hours_end",
+            "sending_hours_end", "archived_at",
         ]  # fmt: skip
 
     @extend_schema_field(OpenApiTypes.OBJECT)

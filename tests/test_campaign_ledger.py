@@ -6,13 +6,12 @@ import re
 
 import pytest
 from django.http import StreamingHttpResponse
-from django.utils import timezone
 
-from backend.notifications.models import Kind, Notification, Receipt, Recipient, State, TemplateVersion
+from backend.notifications.models import Kind, Notification, Receipt, Recipient, State
 from backend.notifications.receipts.apply import ProviderReceipt, apply
 from campaigns import actions, fanout, ledger
 from campaigns.models import Campaign, CampaignAudit, Origin, ScheduleMode
-from tests.campaigns_setup import list_segment, submitted
+from tests.campaigns_setup import approved_and_started, cancelled_mid_run, list_segment
 from tests.processes import Processes, wait_until, worker_env
 from tests.providers_setup import write_providers_file
 
@@ -30,13 +29,6 @@ def sms_audience(demo_data) -> list[str]:
         for n in range(AUDIENCE)
     )
     return [f"lg-{n:02d}" for n in range(AUDIENCE)]
-
-
-def approved_and_started(author, approver, **fields) -> Campaign:
-    campaign = submitted(author, **fields)
-    campaign = actions.approve(campaign, approver, campaign.content_hash)
-    assert actions.start(campaign)
-    return campaign
 
 
 @pytest.mark.django_db(transaction=True)
@@ -77,18 +69,7 @@ def test_a_cancel_mid_run_leaves_a_ledger_whose_sent_count_is_what_the_stubs_rec
 
 @pytest.fixture
 def finished(demo_data, marketer, approver) -> Campaign:
-    """A promo email campaign to the three demo users, cancelled with u-ar-1 sent, u-en-1 sending, u-fa-1 queued."""
-    correction = TemplateVersion.objects.get(kind__name="promo", language="en", channel="email", status="approved")
-    campaign = approved_and_started(
-        marketer, approver, correction_version=correction, correction_none_reason="",
-        schedule_mode=ScheduleMode.AT, send_at=timezone.now() + timezone.timedelta(minutes=1),
-    )  # fmt: skip
-    fanout.fan_out(campaign.pk)
-    rows = {n.recipient.user_id: n for n in Notification.objects.filter(campaign=campaign).select_related("recipient")}
-    sent_at = timezone.now()
-    Notification.objects.filter(pk=rows["u-ar-1"].pk).update(state=State.SENT, sent_at=sent_at, provider="smtp")
-    Notification.objects.filter(pk=rows["u-en-1"].pk).update(state=State.SENDING)
-    return actions.cancel(campaign, marketer)
+    return cancelled_mid_run(marketer, approver)
 
 
 def test_the_ledger_of_a_campaign_not_cancelled_has_counts_only(sms_audience, marketer, approver):

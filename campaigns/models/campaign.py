@@ -118,6 +118,14 @@ class Campaign(models.Model):
         help_text="Rate clock: rate × (now − paced_from) − paced_count may be fed.",
     )
     paced_count = models.PositiveBigIntegerField(default=0, help_text="Rows fed since paced_from (pacing.allowance).")
+    # Retention (backend/notifications/retention.py) deletes a finished campaign's notifications once they are
+    # older than NOTIFY_RETENTION_DAYS; its figures are frozen here first (campaigns/archive.py).
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its figures were frozen: retention may delete its notifications since."
+    )
+    archive = models.JSONField(
+        default=dict, blank=True, help_text="Its figures at archived_at: counts per state, outcome, SMS cost, waves."
+    )
 
     class Meta:
         ordering = ["-created_at"]

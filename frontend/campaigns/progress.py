@@ -29,7 +29,6 @@ from datetime import datetime, timedelta
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -38,7 +37,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from backend.notifications.masking import mask_email, mask_phone
-from backend.notifications.models import Channel, Notification, State
+from backend.notifications.models import Channel, State
 from campaigns import actions, ledger, pace, pacing
 from campaigns.models import Campaign, Origin, ScheduleMode
 from frontend.campaigns.views import spreadsheet_text
@@ -126,11 +125,7 @@ def _waves(campaign: Campaign) -> list[Wave]:
     """A local-time campaign's rows per send instant and state (one GROUP BY); none for other schedules."""
     if campaign.schedule_mode != ScheduleMode.LOCAL_TIME:
         return []
-    grouped: dict[datetime | None, dict[str, int]] = {}
-    rows = Notification.objects.filter(campaign=campaign).order_by().values_list("send_at", "state")
-    for at, state, n in rows.annotate(n=Count("pk")):
-        grouped.setdefault(at, {s: 0 for s in SHOWN_STATES})[state] = n
-    return [Wave(at, counts) for at, counts in sorted(grouped.items(), key=lambda item: (item[0] is None, item[0]))]
+    return [Wave(at, {state: counts.get(state, 0) for state in SHOWN_STATES}) for at, counts in ledger.waves(campaign)]
 
 
 def _sample(request: HttpRequest) -> tuple[float, int] | None:
@@ -220,9 +215,11 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
         "can_resume": campaign.state == Campaign.State.PAUSED and actions.may_pause(campaign, user),
         # Once made, a remainder or correction is linked under "Made from it" instead of offered again.
         "can_resend": bool(split and split.cancelled)
+        and not campaign.archived_at
         and user.has_perm(ADD)
         and actions.existing_derived(campaign, Origin.REMAINDER) is None,
         "can_correct": final
+        and not campaign.archived_at
         and sum(progress.ledger.counts[state] for state in ledger.REACHED) > 0
         and user.has_perm(ADD)
         and actions.existing_derived(campaign, Origin.CORRECTION) is None,
@@ -347,9 +344,19 @@ async def _csv_chunks(campaign: Campaign) -> AsyncIterator[str]:
 
 @require_GET
 @staff_only(VIEW)
-def ledger_csv(request: HttpRequest, pk: int) -> StreamingHttpResponse:
-    """Every notification of the campaign: user id, masked address, state, reason, provider, sent_at; no params."""
+def ledger_csv(request: HttpRequest, pk: int) -> HttpResponse | StreamingHttpResponse:
+    """Every notification of the campaign: user id, masked address, state, reason, provider, sent_at; no params.
+
+    410 once retention may have deleted them (``campaigns/archive.py``).
+    """
     campaign = _campaign(pk)
+    if campaign.archived_at:
+        return HttpResponse(
+            f"The notifications of campaign {campaign.pk} were deleted by retention after "
+            f"{campaign.archived_at:%Y-%m-%d}: only its counts remain, on its page and in its PDF report.",
+            status=410,
+            content_type="text/plain; charset=utf-8",
+        )
     response = StreamingHttpResponse(_csv_chunks(campaign), content_type="text/csv; charset=utf-8")
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     response["Content-Disposition"] = f'attachment; filename="campaign-{campaign.pk}-ledger-{stamp}.csv"'

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
+from backend.notifications import retention
 from backend.notifications.delivery.shared_state import OUTAGE_ERRORS, RedisUnavailable
 from backend.notifications.delivery.sweeper import sweep
 from backend.notifications.queues import TIERS
@@ -21,7 +22,8 @@ class Command(BaseCommand):
         "Run the scheduler: sweep the high tier every NOTIFY_HIGH_SWEEP_INTERVAL seconds and the standard tier "
         "every NOTIFY_SWEEP_INTERVAL seconds, releasing due scheduled notifications, claims whose lease expired "
         "(a dead worker) and re-enqueueing those whose task was lost (emptied Redis); start, fan out and feed "
-        "campaigns whose time came (campaigns/fanout.py)."
+        "campaigns whose time came (campaigns/fanout.py); every NOTIFY_RETENTION_INTERVAL seconds, delete "
+        "notifications that ended more than NOTIFY_RETENTION_DAYS ago (retention.py)."
     )
 
     def add_arguments(self, parser):
@@ -48,6 +50,7 @@ class Command(BaseCommand):
             fanout.tick()
         else:
             threading.Thread(target=fanout.run_forever, name="campaigns", daemon=True).start()
+            threading.Thread(target=retention.run_forever, name="retention", daemon=True).start()
         while True:
             started = time.monotonic()
             tiers = [tier for tier in TIERS if due[tier] <= started]

@@ -1,0 +1,82 @@
+"""What a retention run costs on a large history (PostgreSQL): one that deletes, and one with nothing to delete.
+
+Run with ``bin/bench retention`` (a throwaway PostgreSQL), or from the repository root against a
+migrated PostgreSQL database with the demo data (it deletes rows: not a database you keep)::
+
+    python -m backend.bench.retention [--rows 1000000]
+
+It adds ``--rows`` notifications over the last 7 days with one attempt each and their state changes
+(``dashboard_queries.fill``: 2% still queued, the rest sent or delivered), each last changed when it
+was made, commits them, and runs ``retention.purge`` as if 90 days had passed since 3.5 days ago:
+the older half goes, with its attempts and state changes. Then a second run, which finds nothing
+left to delete: the cost of reading the table once, which every run pays. It prints rows deleted,
+slices, seconds and rows per second, and PostgreSQL's CPU time for each run (from ``/proc``).
+"""
+
+import argparse
+import os
+import time
+from datetime import timedelta
+
+
+def postgres_cpu_seconds() -> float:
+    """User + system CPU seconds of every ``postgres`` process on this machine, from /proc."""
+    total, tick = 0, os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)
+            if "postgres" not in fields[0]:
+                continue
+            values = fields[1].split()
+            total += int(values[11]) + int(values[12])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / tick
+
+
+def run(rows: int) -> None:
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from backend.bench.dashboard_queries import fill
+    from backend.notifications import retention
+    from backend.notifications.models import Attempt, Notification, StateChange
+
+    print(f"$ python -m backend.bench.retention --rows {rows}   (database: {connection.vendor})")
+    with transaction.atomic():
+        took = fill(rows)
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {Notification._meta.db_table} SET updated_at = created_at")
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM ANALYZE {Notification._meta.db_table}")
+    counts = (Notification.objects.count(), Attempt.objects.count(), StateChange.objects.count())
+    print(f"filled {rows:,} notifications in {took:.1f} s: {counts[0]:,} rows, {counts[1]:,} attempts, "
+          f"{counts[2]:,} state changes")  # fmt: skip
+    now = timezone.now() + timedelta(days=90) - timedelta(days=3.5)
+    for name in ("deleting the older half", "nothing left to delete"):
+        cpu, started = postgres_cpu_seconds(), time.perf_counter()
+        done = retention.purge(now=now, days=90, pause=0)
+        wall, cpu = time.perf_counter() - started, postgres_cpu_seconds() - cpu
+        rate = f", {done.deleted / wall:,.0f} rows/s" if done.deleted else ""
+        print(
+            f"{name:<24} {done.deleted:>9,} deleted in {done.slices:,} slices, {wall:6.1f} s{rate};"
+            f" PostgreSQL CPU {cpu:.1f} s"
+        )
+    left = (Notification.objects.count(), Attempt.objects.count(), StateChange.objects.count())
+    print(f"left: {left[0]:,} rows, {left[1]:,} attempts, {left[2]:,} state changes")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="notifications over the last 7 days")
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
+    import django
+
+    django.setup()
+    run(args.rows)
+
+
+if __name__ == "__main__":
+    main()
