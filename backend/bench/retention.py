@@ -1,9 +1,9 @@
-"""What a retention run costs on a large history (PostgreSQL): one that deletes, and one with nothing to delete.
+"""What a retention run costs on a large history (PostgreSQL), and what it leaves the dashboard's BRIN indexes.
 
 Run with ``bin/bench retention`` (a throwaway PostgreSQL), or from the repository root against a
 migrated PostgreSQL database with the demo data (it deletes rows: not a database you keep)::
 
-    python -m backend.bench.retention [--rows 1000000]
+    python -m backend.bench.retention [--rows 1000000] [--keep-brin]
 
 It adds ``--rows`` notifications over the last 7 days with one attempt each and their state changes
 (``dashboard_queries.fill``: 2% still queued, the rest sent or delivered), each last changed when it
@@ -11,6 +11,11 @@ was made, commits them, and runs ``retention.purge`` as if 90 days had passed si
 the older half goes, with its attempts and state changes. Then a second run, which finds nothing
 left to delete: the cost of reading the table once, which every run pays. It prints rows deleted,
 slices, seconds and rows per second, and PostgreSQL's CPU time for each run (from ``/proc``).
+
+Then what the next hours do to the dashboard: VACUUM (as autovacuum would), a tenth of ``--rows``
+new notifications sent in the last hour, with their attempts and state changes, which reuse the
+space the purge freed, VACUUM again; and the median of 3 dashboard refreshes of the last hour and of
+the last day. ``--keep-brin`` leaves out ``retention.reset_brin``, to see what it saves.
 """
 
 import argparse
@@ -35,7 +40,45 @@ def postgres_cpu_seconds() -> float:
     return total / tick
 
 
-def run(rows: int) -> None:
+# A tenth of the rows again, sent in the last hour, each with its attempt and three state changes.
+_FRESH = """
+INSERT INTO notifications_notification (id, idempotency_key, idempotency_scope, request_hash, recipient_id, kind_id,
+    channel, priority, params, state, reason, provider, provider_ref, attempt_count, replayed_attempts, last_error,
+    preview, created_at, updated_at, queued_at, sent_at)
+SELECT gen_random_uuid(), 'fresh-' || g, 'bench-fresh', '', recipient_id, kind_id, channel, priority, '{}'::jsonb,
+    'sent', '', provider, 'fresh-' || g, 1, 0, '', '', now() - make_interval(secs => g * 3600.0 / %(rows)s), now(),
+    now() - make_interval(secs => g * 3600.0 / %(rows)s), now() - make_interval(secs => g * 3600.0 / %(rows)s - 0.2)
+FROM generate_series(1, %(rows)s) g, (SELECT recipient_id, kind_id, channel, priority, provider
+    FROM notifications_notification WHERE state = 'sent' LIMIT 1) AS one;
+INSERT INTO notifications_attempt (notification_id, number, provider, started_at, latency_ms, result, error,
+    provider_ref, sms_encoding, sms_segments, cost, currency)
+SELECT id, 1, provider, created_at, 120, 'sent', '', provider_ref, '', NULL, NULL, ''
+FROM notifications_notification WHERE idempotency_scope = 'bench-fresh';
+INSERT INTO notifications_statechange (notification_id, from_state, to_state, reason, at)
+SELECT id, f, t, '', created_at + make_interval(secs => o)
+FROM notifications_notification
+CROSS JOIN (VALUES ('', 'queued', 0.0), ('queued', 'sending', 0.04), ('sending', 'sent', 0.05)) AS s(f, t, o)
+WHERE idempotency_scope = 'bench-fresh'
+"""
+TABLES = "notifications_notification, notifications_attempt, notifications_statechange"
+
+
+def refresh_ms(window_name: str) -> float:
+    """Median milliseconds of 3 dashboard refreshes of ``window_name``."""
+    from django.utils import timezone
+
+    from backend.notifications.aggregates import WINDOWS
+    from frontend.dashboard.views import figures
+
+    took = []
+    for _ in range(3):
+        started = time.perf_counter()
+        figures(WINDOWS[window_name], timezone.now())
+        took.append((time.perf_counter() - started) * 1000)
+    return sorted(took)[1]
+
+
+def run(rows: int, keep_brin: bool) -> None:
     from django.db import connection, transaction
     from django.utils import timezone
 
@@ -43,7 +86,10 @@ def run(rows: int) -> None:
     from backend.notifications import retention
     from backend.notifications.models import Attempt, Notification, StateChange
 
-    print(f"$ python -m backend.bench.retention --rows {rows}   (database: {connection.vendor})")
+    flag = " --keep-brin" if keep_brin else ""
+    print(f"$ python -m backend.bench.retention --rows {rows}{flag}   (database: {connection.vendor})")
+    if keep_brin:
+        retention.reset_brin = lambda emptied: 0
     with transaction.atomic():
         took = fill(rows)
         with connection.cursor() as cursor:
@@ -65,17 +111,27 @@ def run(rows: int) -> None:
         )
     left = (Notification.objects.count(), Attempt.objects.count(), StateChange.objects.count())
     print(f"left: {left[0]:,} rows, {left[1]:,} attempts, {left[2]:,} state changes")
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM ANALYZE {TABLES}")
+        for statement in _FRESH.split(";"):
+            cursor.execute(statement, {"rows": rows // 10})
+        cursor.execute(f"VACUUM ANALYZE {TABLES}")
+    print(
+        f"after {rows // 10:,} new notifications sent in the last hour: dashboard refresh, last hour"
+        f" {refresh_ms('hour'):,.0f} ms, last day {refresh_ms('day'):,.0f} ms (median of 3)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="notifications over the last 7 days")
+    parser.add_argument("--keep-brin", action="store_true", help="leave out retention.reset_brin")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
     import django
 
     django.setup()
-    run(args.rows)
+    run(args.rows, args.keep_brin)
 
 
 if __name__ == "__main__":

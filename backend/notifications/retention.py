@@ -49,12 +49,14 @@ PAUSE = 0.01
 
 @dataclass
 class Purge:
-    """What one run did (or, ``dry_run``, would do): rows deleted, campaigns frozen, slices read, seconds taken."""
+    """What one run did (or, ``dry_run``, would do): rows deleted, campaigns frozen, slices read, BRIN ranges reset
+    (``reset_brin``), seconds taken."""
 
     cutoff: datetime
     deleted: int = 0
     frozen_campaigns: list[int] = field(default_factory=list)
     slices: int = 0
+    brin_ranges_reset: int = 0
     seconds: float = 0.0
 
 
@@ -79,10 +81,12 @@ def purge(
         report.frozen_campaigns = archive.freeze_finished(report.cutoff, now)
     for bounds in _slices():
         report.slices += 1
+        emptied: dict[str, set[int]] = {}
         with transaction.atomic():
             ids = _ids(bounds, report.cutoff, report.frozen_campaigns if dry_run else [], lock=not dry_run)
             if ids and not dry_run:
-                _delete(ids)
+                emptied = _delete(ids)
+        report.brin_ranges_reset += reset_brin(emptied)
         report.deleted += len(ids)
         if pause:
             time.sleep(pause)
@@ -143,25 +147,65 @@ def relations() -> list[tuple[str, str, str]]:
     return found
 
 
-def _delete(ids: list) -> None:
+def _delete(ids: list) -> dict[str, set[int]]:
     """Delete notifications ``ids`` and what refers to them: one statement a table, no model objects.
 
+    Returns, on PostgreSQL, the heap blocks each table lost rows in ({} on SQLite), for ``reset_brin``.
     Django's ``delete()`` loads every row as a model object first: 2.5 times the time (README "Retention").
     """
     table = Notification._meta.db_table
-    if connection.vendor == "postgresql":
+    postgres = connection.vendor == "postgresql"
+    if postgres:
         chunks, match = [ids], "= ANY(%s)"
     else:
         size = connection.features.max_query_params
         chunks, match = [ids[n : n + size] for n in range(0, len(ids), size)], ""
+    # The block number of a deleted row version, from its ctid "(block,offset)".
+    returning = " RETURNING (ctid::text::point)[0]::bigint" if postgres else ""
+    emptied: dict[str, set[int]] = {}
     with connection.cursor() as cursor:
         for chunk in chunks:
             where = match or f"IN ({', '.join(['%s'] * len(chunk))})"
             params = [chunk] if match else chunk
-            for other, column, action in relations():
-                change = f"DELETE FROM {other}" if action == "delete" else f"UPDATE {other} SET {column} = NULL"
-                cursor.execute(f"{change} WHERE {column} {where}", params)
-            cursor.execute(f"DELETE FROM {table} WHERE id {where}", params)
+            for other, column, action in [*relations(), (table, "id", "delete")]:
+                if action == "set null":
+                    cursor.execute(f"UPDATE {other} SET {column} = NULL WHERE {column} {where}", params)
+                    continue
+                cursor.execute(f"DELETE FROM {other} WHERE {column} {where}{returning}", params)
+                if postgres:
+                    emptied.setdefault(other, set()).update(block for (block,) in cursor.fetchall())
+    return emptied
+
+
+def reset_brin(emptied: dict[str, set[int]]) -> int:
+    """Unsummarize the BRIN ranges of ``emptied`` blocks (table → heap blocks); how many ranges. PostgreSQL only.
+
+    A BRIN range keeps the lowest and highest value it ever held: deleting its rows never narrows it,
+    and the new rows that reuse the freed space would widen it to span from 90 days ago to now, so
+    every time window of the dashboard (``sent_at``, ``started_at``, ``at``) would read it. An
+    unsummarized range is read by every query until the next VACUUM summarizes it again, from the rows
+    then alive (``brin_desummarize_range``, PostgreSQL manual §71.1.1). Run outside the transaction
+    that deleted: it waits for the lock a running VACUUM of the table holds.
+    """
+    reset = 0
+    with connection.cursor() as cursor:
+        for table, blocks in emptied.items():
+            cursor.execute(_BRIN_INDEXES, [table])
+            for index, per_range in cursor.fetchall():
+                starts = sorted({block // per_range * per_range for block in blocks})
+                cursor.execute("SELECT count(brin_desummarize_range(%s::regclass, b)) FROM unnest(%s::bigint[]) b",
+                               [index, starts])  # fmt: skip
+                reset += len(starts)
+    return reset
+
+
+# The BRIN indexes of a table with their pages per range (128 unless the index sets another).
+_BRIN_INDEXES = """
+SELECT c.oid::regclass::text, coalesce(
+    (SELECT option_value::int FROM pg_options_to_table(c.reloptions) WHERE option_name = 'pages_per_range'), 128)
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+WHERE i.indrelid = %s::regclass AND a.amname = 'brin'
+"""
 
 
 def run_forever(interval: float | None = None) -> None:
