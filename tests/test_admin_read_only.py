@@ -222,8 +222,9 @@ def test_the_admin_refuses_a_lookalike_or_case_twin_of_an_api_clients_name(clien
     logged_in(client, "admin")
     ApiClient.issue("orders")
     for name, message in [
-        ("Orders", "An API client with this name exists (names are compared ignoring case)."),
-        ("orders\u200b", "A client&#x27;s name is ASCII letters, digits"),
+        ("Orders", "A client&#x27;s name is lowercase ASCII letters, digits"),
+        ("orders\u200b", "A client&#x27;s name is lowercase ASCII letters, digits"),
+        ("orders", "API client with this Name already exists."),
     ]:
         answer = client.post("/admin/notifications/apiclient/add/", {"name": name, "is_active": "on"})
         assert answer.status_code == 200 and message in answer.content.decode(), name

@@ -1,9 +1,11 @@
 """create_api_key, demo_data and run_scheduler --once."""
 
+import importlib
 import io
 import re
 
 import pytest
+from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
@@ -41,31 +43,48 @@ def test_create_api_key_refuses_an_existing_name_unless_rotating(client):
 # Names that read as "orders" to a person but were different strings to the database.
 LOOKALIKES = [
     ("orders\u200b", "a zero-width space after it"),
-    ("\u041erders", "a Cyrillic capital O"),
+    ("\u043erders", "a Cyrillic small o"),
     ("orders\u200f", "a right-to-left mark"),
+    ("Orders", "a capital: a case twin"),
+    ("ſervice", "a long s, which PostgreSQL's UPPER folds to S"),
     ("ord ers", "a space"),
     ("-orders", "a leading dash, which a shell reads as an option"),
 ]
 
 
 @pytest.mark.parametrize(("name", "why"), LOOKALIKES)
-def test_create_api_key_refuses_a_name_outside_the_rule(name, why):
-    with pytest.raises(CommandError, match=re.escape("A client's name is ASCII letters, digits")):
-        run("create_api_key", "--", name)
-    assert not ApiClient.objects.exists(), why
-
-
-def test_names_are_one_whatever_their_case_and_rotate_finds_the_client_ignoring_case(client):
+def test_create_api_key_refuses_a_name_outside_the_rule_and_so_does_rotate(name, why):
     run("create_api_key", "orders")
-    with pytest.raises(CommandError, match=re.escape("A client named 'orders' exists; pass --rotate")):
-        run("create_api_key", "Orders")
-    with pytest.raises(ValidationError, match="names are compared ignoring case"):
+    for rotate in ([], ["--rotate"]):
+        with pytest.raises(CommandError, match=re.escape(f"{name!r}: A client's name is lowercase ASCII letters")):
+            run("create_api_key", *rotate, "--", name)
+    assert list(ApiClient.objects.values_list("name", flat=True)) == ["orders"], why
+
+
+def test_the_model_refuses_a_name_outside_the_rule_and_a_taken_one():
+    ApiClient.issue("orders")
+    with pytest.raises(ValidationError, match="lowercase ASCII letters"):
         ApiClient.issue("ORDERS")
+    with pytest.raises(ValidationError, match="API client with this Name already exists"):
+        ApiClient.issue("orders")
 
-    new = run("create_api_key", "ORDERS", "--rotate").splitlines()[-1]
 
-    assert list(ApiClient.objects.values_list("name", flat=True)) == ["orders"]
-    assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {new}").status_code == 404
+def test_demo_api_key_refuses_a_name_outside_the_rule(tmp_path):
+    with pytest.raises(CommandError, match=re.escape("--name 'Demo': A client's name is lowercase")):
+        run("demo_api_key", "--file", str(tmp_path / "key"), "--name", "Demo")
+    assert not ApiClient.objects.exists()
+
+
+def test_migration_0025_names_each_client_to_rename_before_it_applies():
+    rule = importlib.import_module("backend.notifications.migrations.0025_api_client_name_rule")
+    ApiClient.issue("orders")
+    legacy = ApiClient.issue("legacy")[0]
+    ApiClient.objects.filter(pk=legacy.pk).update(name="\u041erders")  # made before the rule existed
+
+    with pytest.raises(RuntimeError, match=re.escape(f"rename '\u041erders' (id {legacy.pk}) first")):
+        rule.refuse_names_that_break_the_rule(apps, None)
+    ApiClient.objects.filter(pk=legacy.pk).update(name="orders-legacy")
+    rule.refuse_names_that_break_the_rule(apps, None)
 
 
 def test_rotate_of_a_name_no_client_has_is_refused_not_a_new_client():

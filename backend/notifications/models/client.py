@@ -3,15 +3,16 @@ import secrets
 
 from django.core.validators import RegexValidator
 from django.db import models
-from django.db.models.functions import Lower
 
 KEY_PREFIX = "ntf_"
 
 # A service's name is read by people in the admin, logs and audit rows: letters that look alike (Cyrillic
-# "о" for "o"), zero-width or bidi control characters and case would let two clients read as one.
+# "о" for "o"), zero-width or bidi control characters and case would let two clients read as one. Lowercase
+# only, so that uniqueness is the plain UNIQUE, whatever the database's collation folds (Turkish "I").
 NAME_RULE = RegexValidator(
-    r"\A[A-Za-z0-9][A-Za-z0-9._-]*\Z",
-    "A client's name is ASCII letters, digits, '.', '_' and '-', starting with a letter or digit (e.g. orders).",
+    r"\A[a-z0-9][a-z0-9._-]*\Z",
+    "A client's name is lowercase ASCII letters, digits, '.', '_' and '-', starting with a letter or digit "
+    "(e.g. orders).",
     code="invalid_name",
 )
 
@@ -28,10 +29,10 @@ def hash_api_key(key: str) -> str:
 class ApiClient(models.Model):
     """A backend service allowed to call the API. Only the key's hash is stored.
 
-    ``name`` follows ``NAME_RULE`` and is unique ignoring case (``Orders`` and ``orders`` are one name).
+    ``name`` follows ``NAME_RULE`` (lowercase ASCII, so ``Orders`` or a lookalike cannot sit beside ``orders``).
     """
 
-    name = models.CharField(max_length=100, validators=[NAME_RULE])
+    name = models.CharField(max_length=100, unique=True, validators=[NAME_RULE])
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     key_hint = models.CharField(
         max_length=12, editable=False, help_text="First characters of the key, to recognise it."
@@ -48,13 +49,6 @@ class ApiClient(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name = "API client"
-        constraints = [
-            models.UniqueConstraint(
-                Lower("name"),
-                name="apiclient_name_ignoring_case",
-                violation_error_message="An API client with this name exists (names are compared ignoring case).",
-            )
-        ]
 
     def __str__(self) -> str:
         return self.name
@@ -63,7 +57,7 @@ class ApiClient(models.Model):
     def issue(cls, name: str) -> tuple["ApiClient", str]:
         """Create a client and return it with its key, which is shown this once only.
 
-        Raises ``ValidationError`` when ``name`` breaks ``NAME_RULE`` or another client has it, whatever its case.
+        Raises ``ValidationError`` when ``name`` breaks ``NAME_RULE`` or another client has it.
         """
         client = cls(name=name)
         client.full_clean(exclude=["key_hash", "key_hint"])

@@ -2,6 +2,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from backend.notifications.models import ApiClient
+from backend.notifications.models.client import NAME_RULE
 
 
 class Command(BaseCommand):
@@ -16,9 +17,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, name: str, rotate: bool, **options):
-        existing = ApiClient.objects.filter(name__iexact=name).first()
+        try:
+            NAME_RULE(name)
+        except ValidationError as exc:
+            raise CommandError(f"{name!r}: {' '.join(exc.messages)}") from exc
+        existing = ApiClient.objects.filter(name=name).first()
         if existing and not rotate:
-            raise CommandError(f"A client named {existing.name!r} exists; pass --rotate to replace its key.")
+            raise CommandError(f"A client named {name!r} exists; pass --rotate to replace its key.")
         if rotate and not existing:
             raise CommandError(f"No client is named {name!r}: nothing to rotate (leave out --rotate to create it).")
         # Rotating keeps the client: deleting it would detach its notifications from it (a write of every

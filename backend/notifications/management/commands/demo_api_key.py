@@ -4,10 +4,11 @@ import os
 import secrets
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
 from backend.notifications.models import ApiClient
-from backend.notifications.models.client import KEY_PREFIX, hash_api_key
+from backend.notifications.models.client import KEY_PREFIX, NAME_RULE, hash_api_key
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -29,6 +30,10 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="demo", help="The client's name (default: demo).")
 
     def handle(self, file: str, name: str, **options):
+        try:
+            NAME_RULE(name)
+        except ValidationError as exc:
+            raise CommandError(f"--name {name!r}: {' '.join(exc.messages)}") from exc
         path = Path(file)
         kept = path.read_text().strip() if path.exists() else ""
         if kept and ApiClient.objects.filter(name=name, key_hash=hash_api_key(kept), is_active=True).exists():
