@@ -41,8 +41,8 @@ def env_bool(name: str, default: bool) -> bool:
     raise EnvError(f"{name}={raw!r}: expected one of 1/0, true/false, on/off")
 
 
-def env_int(name: str, default: int, minimum: int | None = None) -> int:
-    """Return ``$NAME`` as an int, refusing non-integers and values below ``minimum``."""
+def env_int(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``$NAME`` as an int, refusing non-integers and values below ``minimum`` or above ``maximum``."""
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -52,6 +52,8 @@ def env_int(name: str, default: int, minimum: int | None = None) -> int:
         raise EnvError(f"{name}={raw!r}: expected an integer") from None
     if minimum is not None and value < minimum:
         raise EnvError(f"{name}={value}: must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise EnvError(f"{name}={value}: must be at most {maximum}")
     return value
 
 

@@ -321,8 +321,9 @@ NOTIFY = {
     # Seconds the idempotency fast-path key lives in Redis (DESIGN.md §2: 24 h).
     "IDEMPOTENCY_TTL": env_int("NOTIFY_IDEMPOTENCY_TTL", 86400, minimum=1),
     # Days a notification that ended is kept after its last change, then deleted with its history by the
-    # scheduler every RETENTION_INTERVAL seconds (retention.py; DESIGN.md §3: 90 days). 0 keeps everything.
-    "RETENTION_DAYS": env_int("NOTIFY_RETENTION_DAYS", 90, minimum=0),
+    # scheduler every RETENTION_INTERVAL seconds (retention.py; DESIGN.md §3: 90 days). 0 keeps everything;
+    # at most a hundred years (retention.MAX_DAYS).
+    "RETENTION_DAYS": env_int("NOTIFY_RETENTION_DAYS", 90, minimum=0, maximum=36_500),
     "RETENTION_INTERVAL": env_float("NOTIFY_RETENTION_INTERVAL", 86400.0, minimum=60.0),
     "SMS_PRICES": env_str("NOTIFY_SMS_PRICES", str(BASE_DIR / "backend" / "notifications" / "data" / "sms_prices.csv")),
     # Providers, routes and budgets (TOML, see providers/config.py); unset → CHANNEL_PROVIDERS below.

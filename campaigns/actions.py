@@ -749,8 +749,8 @@ def _refuse_archived(original: Campaign, what: str) -> None:
     """Refuse what needs ``original``'s rows once retention may have deleted them (``campaigns/archive.py``)."""
     if original.archived_at:
         raise CampaignRefused(
-            f"{original} ended more than NOTIFY_RETENTION_DAYS days ago and its notifications were deleted after "
-            f"{original.archived_at:%Y-%m-%d}: {what} is no longer known. Compose a new campaign instead.",
+            f"{original}'s notifications were deleted by retention after {original.archived_at:%Y-%m-%d}: {what} "
+            "is no longer known. Compose a new campaign instead.",
             "state",
         )
 

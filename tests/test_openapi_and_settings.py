@@ -63,13 +63,16 @@ def test_env_bool_refuses_yes_ish_values(monkeypatch, raw):
         env_bool("X_FLAG", default=False)
 
 
-def test_env_int_refuses_non_integers_and_values_below_the_minimum(monkeypatch):
+def test_env_int_refuses_non_integers_and_values_outside_its_bounds(monkeypatch):
     monkeypatch.setenv("X_N", "4.5")
     with pytest.raises(EnvError, match=re.escape("X_N='4.5': expected an integer")):
         env_int("X_N", 1)
     monkeypatch.setenv("X_N", "0")
     with pytest.raises(EnvError, match="X_N=0: must be at least 1"):
         env_int("X_N", 1, minimum=1)
+    monkeypatch.setenv("X_N", "99999999")
+    with pytest.raises(EnvError, match="X_N=99999999: must be at most 36500"):
+        env_int("X_N", 1, maximum=36_500)
 
 
 @pytest.mark.parametrize(

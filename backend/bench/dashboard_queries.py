@@ -55,8 +55,12 @@ WHERE n.idempotency_scope = 'bench' AND (n.state <> 'queued' OR s.t = 'queued')
 """
 
 
-def fill(rows: int) -> float:
-    """Add the history described in the module docstring; seconds it took."""
+def fill(rows: int, oldest_first: bool = False) -> float:
+    """Add the history described in the module docstring; seconds it took.
+
+    ``oldest_first`` writes the rows in the order they were made, as a live table has them (the oldest at
+    the start of the heap); else the newest first.
+    """
     from django.db import connection
 
     from backend.notifications.models import Kind, Recipient
@@ -68,7 +72,10 @@ def fill(rows: int) -> float:
         "kind": Kind.objects.get(name="shipped").pk,
     }
     with connection.cursor() as cursor:
-        for statement in (_NOTIFICATIONS, _ATTEMPTS, _HISTORY):
+        notifications = _NOTIFICATIONS
+        if oldest_first:
+            notifications = notifications.replace("generate_series(1, %(rows)s)", "generate_series(%(rows)s, 1, -1)")
+        for statement in (notifications, _ATTEMPTS, _HISTORY):
             cursor.execute(statement, params)
         cursor.execute("ANALYZE notifications_notification, notifications_attempt, notifications_statechange")
         # What autovacuum's autosummarize does to the BRIN indexes once their page ranges fill.

@@ -6,11 +6,12 @@ migrated PostgreSQL database with the demo data (it deletes rows: not a database
     python -m backend.bench.retention [--rows 1000000] [--keep-brin]
 
 It adds ``--rows`` notifications over the last 7 days with one attempt each and their state changes
-(``dashboard_queries.fill``: 2% still queued, the rest sent or delivered), each last changed when it
-was made, commits them, and runs ``retention.purge`` as if 90 days had passed since 3.5 days ago:
-the older half goes, with its attempts and state changes. Then a second run, which finds nothing
-left to delete: the cost of reading the table once, which every run pays. It prints rows deleted,
-slices, seconds and rows per second, and PostgreSQL's CPU time for each run (from ``/proc``).
+(``dashboard_queries.fill``: 2% still queued, the rest sent or delivered), oldest first as a live
+table holds them, each last changed when it was made, commits them, and runs ``retention.purge`` as
+if 90 days had passed since 3.5 days ago: the older half goes, with its attempts and state changes.
+Then a second run, which finds nothing left to delete: the cost of reading the table once, which
+every run pays. It prints rows deleted, slices, seconds and rows per second, and PostgreSQL's CPU
+time for each run (from ``/proc``).
 
 Then what the next hours do to the dashboard: VACUUM (as autovacuum would), a tenth of ``--rows``
 new notifications sent in the last hour, with their attempts and state changes, which reuse the
@@ -91,7 +92,7 @@ def run(rows: int, keep_brin: bool) -> None:
     if keep_brin:
         retention.reset_brin = lambda emptied: 0
     with transaction.atomic():
-        took = fill(rows)
+        took = fill(rows, oldest_first=True)
         with connection.cursor() as cursor:
             cursor.execute(f"UPDATE {Notification._meta.db_table} SET updated_at = created_at")
     with connection.cursor() as cursor:

@@ -26,10 +26,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import close_old_connections, connection, models, transaction
+from django.db import OperationalError, close_old_connections, connection, models, transaction
 from django.utils import timezone
 
-from backend.notifications.models import Notification, State
+from backend.notifications.models import DeadLetter, Notification, State
 from campaigns import archive
 from campaigns.models import Campaign
 
@@ -45,17 +45,20 @@ PAGES = 256
 ROWIDS = 5_000
 # Seconds to rest between slices, so a purge never holds a core the delivery engine wants for long.
 PAUSE = 0.01
+# The longest retention: a hundred years (settings' NOTIFY_RETENTION_DAYS has the same bound).
+MAX_DAYS = 36_500
 
 
 @dataclass
 class Purge:
-    """What one run did (or, ``dry_run``, would do): rows deleted, campaigns frozen, slices read, BRIN ranges reset
-    (``reset_brin``), seconds taken."""
+    """What one run did (or, ``dry_run``, would do): rows deleted, campaigns frozen, slices read and those skipped
+    (an error such as a deadlock rolled them back for the next run), BRIN ranges reset (``reset_brin``), seconds."""
 
     cutoff: datetime
     deleted: int = 0
     frozen_campaigns: list[int] = field(default_factory=list)
     slices: int = 0
+    skipped_slices: int = 0
     brin_ranges_reset: int = 0
     seconds: float = 0.0
 
@@ -66,12 +69,15 @@ def purge(
     """Delete what ended more than ``days`` (default ``NOTIFY_RETENTION_DAYS``) before ``now``; None when days is 0.
 
     ``dry_run`` counts what a run would delete and which campaigns it would freeze, and changes nothing.
-    ``pause``: seconds between two slices. Raises what the database raises (a run stopped half-way
-    resumes from the start next time: each slice is committed on its own).
+    ``pause``: seconds between two slices. Raises ``ValueError`` for days above ``MAX_DAYS``, and what
+    the database raises (a run stopped half-way resumes from the start next time: each slice is
+    committed on its own).
     """
     days = settings.NOTIFY["RETENTION_DAYS"] if days is None else days
     if days <= 0:
         return None
+    if days > MAX_DAYS:
+        raise ValueError(f"retention of {days} days: at most {MAX_DAYS}")
     started = time.monotonic()
     now = now or timezone.now()
     report = Purge(cutoff=now - timedelta(days=days))
@@ -82,10 +88,17 @@ def purge(
     for bounds in _slices():
         report.slices += 1
         emptied: dict[str, set[int]] = {}
-        with transaction.atomic():
-            ids = _ids(bounds, report.cutoff, report.frozen_campaigns if dry_run else [], lock=not dry_run)
-            if ids and not dry_run:
-                emptied = _delete(ids)
+        try:
+            with transaction.atomic():
+                ids = _ids(bounds, report.cutoff, report.frozen_campaigns if dry_run else [], lock=not dry_run)
+                if ids and not dry_run:
+                    ids = _without_held_dead_letters(ids)
+                    emptied = _delete(ids)
+        except OperationalError as exc:
+            # A deadlock with another scheduler's run, say: this slice waits for the next run, the others go on.
+            logger.warning("retention slice %s..%s skipped: %s", *bounds, exc)
+            report.skipped_slices += 1
+            continue
         report.brin_ranges_reset += reset_brin(emptied)
         report.deleted += len(ids)
         if pause:
@@ -119,14 +132,39 @@ def _ids(bounds: tuple[object, object], cutoff: datetime, also_campaigns: list[i
         where, tail = "n.rowid >= %s AND n.rowid < %s", ""
     ended = ", ".join(["%s"] * len(ENDED))
     extra = f" OR n.campaign_id IN ({', '.join(['%s'] * len(also_campaigns))})" if also_campaigns else ""
+    # A row folded into a digest that has not ended yet stays: the digest's mail still reads it (its
+    # kinds' unsubscribe links, email_footer.marketing_kinds).
     sql = (
         f"SELECT n.id FROM {table} n WHERE {where} AND n.updated_at < %s AND n.state IN ({ended})"
         f" AND (n.campaign_id IS NULL OR n.campaign_id IN (SELECT c.id FROM {campaigns} c"
-        f" WHERE c.archived_at IS NOT NULL){extra}){tail}"
+        f" WHERE c.archived_at IS NOT NULL){extra})"
+        f" AND NOT EXISTS (SELECT 1 FROM {table} g WHERE g.id = n.digest_id AND g.state NOT IN ({ended})){tail}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*bounds, connection.ops.adapt_datetimefield_value(cutoff), *ENDED, *also_campaigns])
+        cutoff_value = connection.ops.adapt_datetimefield_value(cutoff)
+        cursor.execute(sql, [*bounds, cutoff_value, *ENDED, *also_campaigns, *ENDED])
         return [row[0] for row in cursor.fetchall()]
+
+
+def _without_held_dead_letters(ids: list) -> list:
+    """``ids`` less those whose dead letter another transaction holds; PostgreSQL (SQLite has no row locks).
+
+    A replay locks the dead letter and then its notification, the opposite order of a slice, which has
+    locked the notifications: taking the dead letters with SKIP LOCKED leaves those rows to the next
+    run instead of a deadlock.
+    """
+    if connection.vendor != "postgresql":
+        return ids
+    table = DeadLetter._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, notification_id FROM {table} WHERE notification_id = ANY(%s)", [ids])
+        letters = cursor.fetchall()
+        if not letters:
+            return ids
+        cursor.execute(f"SELECT id FROM {table} WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED", [[pk for pk, _ in letters]])
+        free = {pk for (pk,) in cursor.fetchall()}
+    held = {notification for pk, notification in letters if pk not in free}
+    return [pk for pk in ids if pk not in held]
 
 
 def relations() -> list[tuple[str, str, str]]:
@@ -136,15 +174,21 @@ def relations() -> list[tuple[str, str, str]]:
     ``on_delete`` (PROTECT would have to refuse), or a deleted table that others refer to in turn.
     """
     found = []
-    for rel in Notification._meta.related_objects:
+    for rel in _referring(Notification):
         table, column = rel.related_model._meta.db_table, rel.field.column
         if rel.on_delete is models.SET_NULL:
             found.append((table, column, "set null"))
-        elif rel.on_delete is models.CASCADE and not rel.related_model._meta.related_objects:
+        elif rel.on_delete is models.CASCADE and not _referring(rel.related_model):
             found.append((table, column, "delete"))
         else:
             raise ImproperlyConfigured(f"retention cannot delete notifications that {table}.{column} refers to")
     return found
+
+
+def _referring(model: type[models.Model]) -> list:
+    """The relations that point at ``model``, hidden ones too (``related_name="+"``, such as the support
+    explorer's reveal audit): the database checks every foreign key, whether Django names it or not."""
+    return [field for field in model._meta.get_fields(include_hidden=True) if field.auto_created and not field.concrete]
 
 
 def _delete(ids: list) -> dict[str, set[int]]:
@@ -214,6 +258,9 @@ def run_forever(interval: float | None = None) -> None:
     A failed run (the database restarting) is logged and tried again at the next interval.
     """
     interval = settings.NOTIFY["RETENTION_INTERVAL"] if interval is None else interval
+    if settings.NOTIFY["RETENTION_DAYS"] == 0:
+        logger.info("retention off (NOTIFY_RETENTION_DAYS=0): every notification is kept")
+        return
     while True:
         try:
             report = purge()

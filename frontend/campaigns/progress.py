@@ -194,7 +194,8 @@ def _context(request: HttpRequest, campaign: Campaign) -> dict:
     final = campaign.state in actions.FINAL_STATES
     started = campaign.state in STARTED_STATES
     remaining = progress.will_send - progress.done
-    facts = pace.facts(campaign) if started else None
+    # An archived campaign's rows are gone: no pace to draw (its page says why).
+    facts = pace.facts(campaign) if started and not campaign.archived_at else None
     audit = list(campaign.audit.order_by("at", "pk"))
     now = timezone.now()
     going = (

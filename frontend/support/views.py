@@ -9,6 +9,7 @@ replay dead letters (``notifications.change_deadletter``), through ``actions.rep
 
 import uuid
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -61,11 +62,16 @@ def _choices() -> dict:
     }  # fmt: skip
 
 
+def _kept() -> dict:
+    """How long ended notifications are kept (``retention``), to say why a search may find nothing; 0: forever."""
+    return {"retention_days": settings.NOTIFY["RETENTION_DAYS"]}
+
+
 @require_GET
 @staff_only(USE)
 def search_page(request: HttpRequest) -> HttpResponse:
     """The search box, its filters and one page of results in its order; a search it cannot read is a 400."""
-    context = {**_choices(), "params": request.GET, "error": "", "page": None}
+    context = {**_choices(), **_kept(), "params": request.GET, "error": "", "page": None}
     status = 200
     if request.GET.get("q", "").strip():
         try:
@@ -173,7 +179,7 @@ def user_page(request: HttpRequest, user_id: str) -> HttpResponse:
         "devices": list(recipient.devices.all()), "can_reveal": request.user.has_perm(REVEAL),
         "preferences": list(Preference.objects.filter(recipient=recipient).select_related("kind")
                             .order_by("kind__name", "channel")),
-        "rows": [_row(n) for n in recent], "more": len(recent) == USER_HISTORY,
+        "rows": [_row(n) for n in recent], "more": len(recent) == USER_HISTORY, **_kept(),
     }  # fmt: skip
     return _private(render(request, "frontend/support/user.html", context))
 

@@ -52,22 +52,32 @@ def apply(provider_names: list[str], receipt: ProviderReceipt) -> str:
     already kept), "moved" (the notification reached ``delivered`` / ``undelivered``) or "kept"
     (recorded, the state stays: an interim status, or it had already moved on).
     """
-    notification = (
-        Notification.objects.filter(provider__in=provider_names, provider_ref=receipt.provider_ref)
-        .select_related("kind")
-        .first()
-    )
+    notification = find(provider_names, receipt.provider_ref)
     if notification is None:
-        logger.warning(
-            "receipt %r for unknown %s reference %r: ignored",
-            receipt.status, "/".join(provider_names), receipt.provider_ref,
-        )  # fmt: skip
-        return "unknown"
+        return _unknown(provider_names, receipt)
     with transaction.atomic():
+        # Retention may be deleting the row at this moment: its lock makes this wait for the delete, and a
+        # receipt for a row gone is unknown (not a foreign-key error at commit, and a 500 to the provider).
+        if not Notification.objects.select_for_update(no_key=True).filter(pk=notification.pk).exists():
+            return _unknown(provider_names, receipt)
         if not _keep(notification, receipt):
             return "duplicate"
         moved = _advance(notification, receipt)
     return "moved" if moved else "kept"
+
+
+def find(provider_names: list[str], provider_ref: str) -> Notification | None:
+    """The notification one of ``provider_names`` accepted under ``provider_ref``, with its kind; None if none."""
+    rows = Notification.objects.filter(provider__in=provider_names, provider_ref=provider_ref)
+    return rows.select_related("kind").first()
+
+
+def _unknown(provider_names: list[str], receipt: ProviderReceipt) -> str:
+    logger.warning(
+        "receipt %r for unknown %s reference %r: ignored",
+        receipt.status, "/".join(provider_names), receipt.provider_ref,
+    )  # fmt: skip
+    return "unknown"
 
 
 def _keep(notification: Notification, receipt: ProviderReceipt) -> bool:

@@ -13,22 +13,32 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--days", type=int, help="Keep this many days instead of NOTIFY_RETENTION_DAYS (at least 1)."
+            "--days",
+            type=int,
+            help=f"Keep this many days instead of NOTIFY_RETENTION_DAYS (1 to {retention.MAX_DAYS}); runs even "
+            "when NOTIFY_RETENTION_DAYS is 0.",
         )
         parser.add_argument("--dry-run", action="store_true", help="Count what would go; change nothing.")
 
     def handle(self, days: int | None, dry_run: bool, **options):
-        if days is not None and days < 1:
-            raise CommandError(f"--days {days}: keep at least 1 day (NOTIFY_RETENTION_DAYS=0 turns retention off).")
+        if days is not None and not 1 <= days <= retention.MAX_DAYS:
+            raise CommandError(
+                f"--days {days}: keep 1 to {retention.MAX_DAYS} days (NOTIFY_RETENTION_DAYS=0 turns retention off)."
+            )
         days = settings.NOTIFY["RETENTION_DAYS"] if days is None else days
         report = retention.purge(days=days, dry_run=dry_run, pause=0)
         if report is None:
-            self.stdout.write("NOTIFY_RETENTION_DAYS is 0: every notification is kept.")
+            self.stdout.write("NOTIFY_RETENTION_DAYS is 0: every notification is kept (pass --days to purge once).")
             return
-        verb = "would delete" if dry_run else "deleted"
         frozen = ", ".join(map(str, report.frozen_campaigns)) or "none"
         self.stdout.write(
-            f"{verb} {report.deleted} notifications that ended before {report.cutoff:%Y-%m-%d %H:%M} UTC "
-            f"({days} days); campaigns {'to freeze' if dry_run else 'frozen'}: {frozen}; "
-            f"{report.slices} slices in {report.seconds:.1f} s."
+            f"{'would delete' if dry_run else 'deleted'} {counted(report.deleted, 'notification')} that ended before "
+            f"{report.cutoff:%Y-%m-%d %H:%M} UTC (kept {counted(days, 'day')}); campaigns "
+            f"{'to freeze' if dry_run else 'frozen'}: {frozen}; {counted(report.slices, 'slice')} in "
+            f"{report.seconds:.1f} s."
         )
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 day``, ``2 days``, ``1,000 notifications``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
