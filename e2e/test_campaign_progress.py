@@ -5,6 +5,7 @@ against the stub SMS provider), between checks of the page, so each step's figur
 """
 
 import io
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -12,6 +13,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from backend.notifications import retention
 from backend.notifications.delivery import dispatch
 from backend.notifications.models import Kind, Notification, Recipient, State
 from campaigns import actions, fanout
@@ -112,3 +114,27 @@ def test_a_cancel_from_the_page_shows_the_ledger(running, live_server, stub, pag
 def sent_at(campaign: Campaign) -> str:
     row = Notification.objects.get(campaign=campaign, recipient__user_id="e2e-00")
     return row.sent_at.isoformat().replace("+00:00", "Z")
+
+
+def test_a_cancelled_campaign_whose_rows_retention_deleted_shows_its_frozen_ledger(
+    running, live_server, page, screenshot
+):
+    fanout.fan_out(running.pk)
+    deliver(running, 3)
+    actions.cancel(running, User.objects.get(username="approver"))
+    fanout.stop_cancelled()
+    long_ago = timezone.now() - timedelta(days=100)
+    Notification.objects.filter(campaign=running).update(updated_at=long_ago)
+    Campaign.objects.filter(pk=running.pk).update(updated_at=long_ago)
+
+    assert retention.purge(pause=0).deleted == AUDIENCE
+
+    log_in(page, live_server, "marketer", f"/campaigns/{running.pk}/")
+    expect(page.locator("#archived")).to_contain_text("Its notifications were deleted by retention after")
+    expect(page.locator('td[data-state="sent"]')).to_have_text("3")
+    expect(page.locator('td[data-state="cancelled"]')).to_have_text("7")
+    expect(page.locator("#ledger-sent")).to_have_text("3")
+    expect(page.locator("#ledger-cancelled")).to_have_text("7")
+    for gone in ("#ledger-csv", "#resend-remainder", "#send-correction", "#pace"):
+        expect(page.locator(gone)).to_have_count(0)
+    screenshot("campaign-archived")
