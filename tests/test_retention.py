@@ -370,6 +370,21 @@ def test_the_command_says_what_it_did_or_would_do(accepted, now):
     assert Notification.objects.filter(pk=accepted.pk).exists()
 
 
+def test_the_command_says_when_a_slice_was_skipped(accepted, now, monkeypatch):
+    aged(accepted, State.SENT, now, 200)
+
+    def deadlocked(ids):
+        raise OperationalError("deadlock detected")
+
+    monkeypatch.setattr(retention, "_delete", deadlocked)
+    out, err = io.StringIO(), io.StringIO()
+    call_command("purge_notifications", stdout=out, stderr=err)
+
+    assert out.getvalue().startswith("deleted 0 notifications that ended before")
+    assert err.getvalue() == "1 slice skipped on a lock (logged): the next run takes them.\n"
+    assert Notification.objects.filter(pk=accepted.pk).exists()
+
+
 @pytest.mark.parametrize("days", ["0", "36501", "99999999"])
 def test_the_command_refuses_a_retention_out_of_bounds(days):
     with pytest.raises(CommandError, match=re.escape(f"--days {days}: keep 1 to 36500 days")):

@@ -269,8 +269,9 @@ def run_forever(interval: float | None = None) -> None:
         else:
             if report is not None:
                 logger.info(
-                    "retention: %d notifications deleted, campaigns frozen %s, %d slices in %.1f s (before %s)",
-                    report.deleted, report.frozen_campaigns, report.slices, report.seconds, report.cutoff.isoformat(),
+                    "retention: %d notifications deleted, campaigns frozen %s, %d slices (%d skipped) in %.1f s"
+                    " (ended before %s)", report.deleted, report.frozen_campaigns, report.slices,
+                    report.skipped_slices, report.seconds, report.cutoff.isoformat(),
                 )  # fmt: skip
         finally:
             close_old_connections()

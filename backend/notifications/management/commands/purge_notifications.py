@@ -37,6 +37,10 @@ class Command(BaseCommand):
             f"{'to freeze' if dry_run else 'frozen'}: {frozen}; {counted(report.slices, 'slice')} in "
             f"{report.seconds:.1f} s."
         )
+        if report.skipped_slices:
+            self.stderr.write(
+                f"{counted(report.skipped_slices, 'slice')} skipped on a lock (logged): the next run takes them."
+            )
 
 
 def counted(n: int, noun: str) -> str:
