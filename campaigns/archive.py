@@ -50,7 +50,7 @@ def freeze_finished(ended_before: datetime, now: datetime) -> list[int]:
     frozen = []
     for pk in freezable(ended_before):
         with transaction.atomic():
-            campaign = Campaign.objects.select_for_update().select_related("segment").get(pk=pk)
+            campaign = Campaign.objects.select_for_update().get(pk=pk)
             if campaign.archived_at or campaign.state not in FINAL_STATES or _unfinished(pk):
                 continue
             # update(), not save(): updated_at is when the campaign ended, which retention compares.

@@ -33,6 +33,9 @@ CSV_COLUMNS = ("user_id", "address", "state", "reason", "provider", "sent_at")
 HANDED_OVER = (State.SENT, State.DELIVERED, State.UNDELIVERED)
 # Reached the person, or may have: who a correction goes to.
 REACHED = (State.SENT, State.DELIVERED)
+# Send instants a campaign's page lists as waves at most: one a UTC offset (about 40 in use), with room for
+# the ends of quiet hours and sending hours.
+MAX_WAVES = 200
 
 
 def handed_over(counts: dict[str, int]) -> int:
@@ -61,14 +64,20 @@ def counts(campaign: Campaign) -> dict[str, int]:
 def waves(campaign: Campaign) -> list[tuple[datetime | None, dict[str, int]]]:
     """``campaign``'s rows per send instant and state (one GROUP BY), by instant; rows without one last.
 
-    Once archived (``campaigns/archive.py``), the waves frozen then.
+    Empty when the instants are not waves: a spread gives each row its own (``pacing``), and more
+    than ``MAX_WAVES`` instants (users' own quiet hours, say) would be a table nobody reads, rebuilt
+    at every poll of the page. Once archived (``campaigns/archive.py``), the waves frozen then.
     """
     if campaign.archived_at:
         return [(datetime.fromisoformat(at) if at else None, n) for at, n in campaign.archive.get("waves", [])]
+    if campaign.spread_seconds or campaign.spread_until:
+        return []
     grouped: dict[datetime | None, dict[str, int]] = {}
     rows = Notification.objects.filter(campaign=campaign).order_by().values_list("send_at", "state")
     for at, state, n in rows.annotate(n=Count("pk")):
         grouped.setdefault(at, {})[state] = n
+    if len(grouped) > MAX_WAVES:
+        return []
     return sorted(grouped.items(), key=lambda item: (item[0] is None, item[0]))
 
 

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from backend.notifications.models import Notification, Recipient, State
-from campaigns import actions, fanout
+from campaigns import actions, fanout, ledger
 from campaigns.models import Campaign, ScheduleMode
 from frontend.campaigns import progress
 from tests.campaigns_setup import list_segment, submitted
@@ -183,3 +183,31 @@ def test_a_local_time_campaign_shows_its_rows_per_wave(demo_data, marketer, appr
     ]
     client.force_login(marketer)
     assert "2026-12-01 05:30 UTC" in client.get(f"/campaigns/{campaign.pk}/").content.decode()
+
+
+def test_a_spread_local_time_campaign_lists_no_row_instants_as_waves(demo_data, marketer, approver, client):
+    # A spread gives each row its own send_at: listing them as waves would be a table of a million lines.
+    campaign = submitted(
+        marketer, segment=list_segment(name="Three zones"), schedule_mode=ScheduleMode.LOCAL_TIME,
+        local_time=time(9, 0), spread_seconds=3600,
+    )  # fmt: skip
+    campaign = actions.approve(campaign, approver, campaign.content_hash)
+    actions.start(campaign)
+    fanout.fan_out(campaign.pk)
+    assert Notification.objects.filter(campaign=campaign).values("send_at").distinct().count() == 3
+
+    assert progress.progress_of(Campaign.objects.get(pk=campaign.pk), None).waves == []
+    client.force_login(marketer)
+    page = client.get(f"/campaigns/{campaign.pk}/").content.decode()
+    assert 'id="waves"' not in page and "Its rows are spread over each wave" in page
+
+
+def test_more_instants_than_waves_are_not_listed(demo_data, marketer, approver, monkeypatch):
+    monkeypatch.setattr(ledger, "MAX_WAVES", 1)
+    campaign = submitted(marketer, segment=list_segment(name="Three zones"), schedule_mode=ScheduleMode.LOCAL_TIME,
+                         local_time=time(9, 0))  # fmt: skip
+    campaign = actions.approve(campaign, approver, campaign.content_hash)
+    actions.start(campaign)
+    fanout.fan_out(campaign.pk)
+
+    assert ledger.waves(Campaign.objects.get(pk=campaign.pk)) == []
