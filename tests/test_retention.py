@@ -147,7 +147,7 @@ def test_a_slice_that_fails_on_a_deadlock_is_left_for_the_next_run_and_the_other
     def deadlocked_once(ids):
         calls.append(len(ids))
         if len(calls) == 1:
-            raise OperationalError("deadlock detected")
+            raise lock_conflict()
         return real(ids)
 
     monkeypatch.setattr(retention, "_delete", deadlocked_once)
@@ -155,6 +155,26 @@ def test_a_slice_that_fails_on_a_deadlock_is_left_for_the_next_run_and_the_other
 
     assert done.skipped_slices == 1 and done.deleted == 400 - calls[0]
     assert retention.purge(now=now, days=DAYS, pause=0).deleted == calls[0]
+
+
+def lock_conflict() -> OperationalError:
+    """What Django raises when PostgreSQL breaks a deadlock."""
+    exc = OperationalError("deadlock detected")
+    exc.__cause__ = psycopg.errors.DeadlockDetected("deadlock detected")
+    return exc
+
+
+def test_an_error_other_than_a_lock_conflict_stops_the_run(accepted, now, monkeypatch):
+    aged(accepted, State.SENT, now, 200)
+
+    def timed_out(ids):
+        exc = OperationalError("canceling statement due to statement timeout")
+        exc.__cause__ = psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
+        raise exc
+
+    monkeypatch.setattr(retention, "_delete", timed_out)
+    with pytest.raises(OperationalError, match="statement timeout"):
+        retention.purge(now=now, days=DAYS, pause=0)
 
 
 def test_every_table_that_refers_to_a_notification_is_followed_as_its_on_delete_says():
@@ -297,6 +317,33 @@ def test_a_receipt_for_a_row_deleted_while_it_arrived_is_unknown_not_a_500(demo_
     assert not Receipt.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_brin_ranges_behind_a_vacuum_are_left_and_the_rows_still_go(demo_data, send, now, monkeypatch):
+    pk = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}}).json()["id"]
+    Notification.objects.filter(pk=pk).update(state=State.SENT, updated_at=now - timedelta(days=95))
+    monkeypatch.setattr(retention, "BRIN_LOCK_TIMEOUT", 0.2)
+    with psycopg.connect(processes.test_database_url()) as vacuum:
+        # The lock a VACUUM holds, which brin_desummarize_range needs too.
+        vacuum.execute(f"LOCK TABLE {Notification._meta.db_table} IN SHARE UPDATE EXCLUSIVE MODE")
+        done = retention.purge(now=now, days=DAYS, pause=0)
+    # The notifications' range is left; its state changes' table was free and had its range reset.
+    assert (done.deleted, done.brin_ranges_left, done.brin_ranges_reset) == (1, 1, 1)
+    assert not Notification.objects.filter(pk=pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_contact_revealed_on_the_page_of_a_row_just_deleted_is_audited_against_the_person(demo_data, send, now):
+    row = Notification.objects.get(
+        pk=send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}}).json()["id"]
+    )
+    Notification.objects.filter(pk=row.pk).update(state=State.SENT, updated_at=now - timedelta(days=95))
+    assert retention.purge(now=now, days=DAYS, pause=0).deleted == 1  # while the agent's page was open
+
+    assert reveal(User.objects.get(username="support"), row.recipient, "email", row) == row.recipient.email
+
+    assert list(ContactReveal.objects.values_list("notification_id", "recipient_user_id")) == [(None, "u-en-1")]
+
+
 # --- campaigns ------------------------------------------------------------------------------------
 
 
@@ -374,7 +421,7 @@ def test_the_command_says_when_a_slice_was_skipped(accepted, now, monkeypatch):
     aged(accepted, State.SENT, now, 200)
 
     def deadlocked(ids):
-        raise OperationalError("deadlock detected")
+        raise lock_conflict()
 
     monkeypatch.setattr(retention, "_delete", deadlocked)
     out, err = io.StringIO(), io.StringIO()

@@ -90,7 +90,7 @@ def run(rows: int, keep_brin: bool) -> None:
     flag = " --keep-brin" if keep_brin else ""
     print(f"$ python -m backend.bench.retention --rows {rows}{flag}   (database: {connection.vendor})")
     if keep_brin:
-        retention.reset_brin = lambda emptied: 0
+        retention.reset_brin = lambda emptied: (0, 0)
     with transaction.atomic():
         took = fill(rows, oldest_first=True)
         with connection.cursor() as cursor:

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import OperationalError, close_old_connections, connection, models, transaction
+from django.db import DatabaseError, OperationalError, close_old_connections, connection, models, transaction
 from django.utils import timezone
 
 from backend.notifications.models import DeadLetter, Notification, State
@@ -47,12 +47,14 @@ ROWIDS = 5_000
 PAUSE = 0.01
 # The longest retention: a hundred years (settings' NOTIFY_RETENTION_DAYS has the same bound).
 MAX_DAYS = 36_500
+# Seconds ``reset_brin`` waits for a table's lock behind a VACUUM before it leaves that table's ranges alone.
+BRIN_LOCK_TIMEOUT = 5
 
 
 @dataclass
 class Purge:
     """What one run did (or, ``dry_run``, would do): rows deleted, campaigns frozen, slices read and those skipped
-    (an error such as a deadlock rolled them back for the next run), BRIN ranges reset (``reset_brin``), seconds."""
+    (a deadlock rolled them back for the next run), BRIN ranges reset and left wide (``reset_brin``), seconds."""
 
     cutoff: datetime
     deleted: int = 0
@@ -60,6 +62,7 @@ class Purge:
     slices: int = 0
     skipped_slices: int = 0
     brin_ranges_reset: int = 0
+    brin_ranges_left: int = 0
     seconds: float = 0.0
 
 
@@ -85,6 +88,7 @@ def purge(
         report.frozen_campaigns = archive.freezable(report.cutoff)
     else:
         report.frozen_campaigns = archive.freeze_finished(report.cutoff, now)
+    emptied_blocks: dict[str, set[int]] = {}
     for bounds in _slices():
         report.slices += 1
         emptied: dict[str, set[int]] = {}
@@ -95,16 +99,30 @@ def purge(
                     ids = _without_held_dead_letters(ids)
                     emptied = _delete(ids)
         except OperationalError as exc:
+            if not _lock_conflict(exc):
+                raise
             # A deadlock with another scheduler's run, say: this slice waits for the next run, the others go on.
             logger.warning("retention slice %s..%s skipped: %s", *bounds, exc)
             report.skipped_slices += 1
             continue
-        report.brin_ranges_reset += reset_brin(emptied)
+        for table, blocks in emptied.items():
+            emptied_blocks.setdefault(table, set()).update(blocks)
         report.deleted += len(ids)
         if pause:
             time.sleep(pause)
+    report.brin_ranges_reset, report.brin_ranges_left = reset_brin(emptied_blocks)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _lock_conflict(exc: OperationalError) -> bool:
+    """Whether ``exc`` is a lock conflict (a deadlock; SQLite's busy database) rather than a fault to report."""
+    from psycopg import errors
+
+    cause = exc.__cause__
+    if isinstance(cause, errors.DeadlockDetected | errors.LockNotAvailable):
+        return True
+    return connection.vendor == "sqlite" and "database is locked" in str(exc)
 
 
 def _slices() -> Iterator[tuple[object, object]]:
@@ -221,26 +239,40 @@ def _delete(ids: list) -> dict[str, set[int]]:
     return emptied
 
 
-def reset_brin(emptied: dict[str, set[int]]) -> int:
-    """Unsummarize the BRIN ranges of ``emptied`` blocks (table → heap blocks); how many ranges. PostgreSQL only.
+def reset_brin(emptied: dict[str, set[int]]) -> tuple[int, int]:
+    """Unsummarize the BRIN ranges of ``emptied`` blocks (table → heap blocks); (ranges reset, ranges left).
 
     A BRIN range keeps the lowest and highest value it ever held: deleting its rows never narrows it,
     and the new rows that reuse the freed space would widen it to span from 90 days ago to now, so
     every time window of the dashboard (``sent_at``, ``started_at``, ``at``) would read it. An
     unsummarized range is read by every query until the next VACUUM summarizes it again, from the rows
-    then alive (``brin_desummarize_range``, PostgreSQL manual §71.1.1). Run outside the transaction
-    that deleted: it waits for the lock a running VACUUM of the table holds.
+    then alive (``brin_desummarize_range``, PostgreSQL manual §71.1.1).
+
+    Once a run, one transaction a table: it takes the lock VACUUM holds, so PostgreSQL cancels a
+    running autovacuum of that table (which starts again later) once a run, not once a slice. It waits
+    at most ``BRIN_LOCK_TIMEOUT`` behind a VACUUM that cannot be cancelled (a manual one, or one against
+    wraparound). A table whose ranges cannot be reset (that wait, or a database role that does not own
+    the indexes) is logged and its ranges counted as left; the rows are deleted either way.
     """
-    reset = 0
-    with connection.cursor() as cursor:
-        for table, blocks in emptied.items():
-            cursor.execute(_BRIN_INDEXES, [table])
-            for index, per_range in cursor.fetchall():
-                starts = sorted({block // per_range * per_range for block in blocks})
-                cursor.execute("SELECT count(brin_desummarize_range(%s::regclass, b)) FROM unnest(%s::bigint[]) b",
-                               [index, starts])  # fmt: skip
-                reset += len(starts)
-    return reset
+    reset = left = 0
+    if connection.vendor != "postgresql":
+        return reset, left
+    for table, blocks in emptied.items():
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{BRIN_LOCK_TIMEOUT}s'")
+                cursor.execute(_BRIN_INDEXES, [table])
+                for index, per_range in cursor.fetchall():
+                    starts = sorted({block // per_range * per_range for block in blocks})
+                    cursor.execute(
+                        "SELECT count(brin_desummarize_range(%s::regclass, b)) FROM unnest(%s::bigint[]) b",
+                        [index, starts],
+                    )
+                    reset += len(starts)
+        except DatabaseError as exc:
+            logger.warning("retention left the BRIN ranges of %s as they were: %s", table, exc)
+            left += len({block // 128 for block in blocks})
+    return reset, left
 
 
 # The BRIN indexes of a table with their pages per range (128 unless the index sets another).
