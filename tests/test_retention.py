@@ -222,48 +222,6 @@ def test_the_table_is_read_in_slices_of_its_pages_and_every_slice_is_purged(acce
     assert list(Notification.objects.values_list("pk", flat=True)) == [accepted.pk]
 
 
-def ranges_of(rows: list[Notification]) -> set[int]:
-    """The first block of each BRIN range (128 pages) holding the current version of one of ``rows``."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT DISTINCT (ctid::text::point)[0]::int / 128 * 128 FROM {Notification._meta.db_table}"
-            " WHERE id = ANY(%s)",
-            [[row.pk for row in rows]],
-        )
-        return {block for (block,) in cursor.fetchall()}
-
-
-def summarize(index: str, block: int) -> int:
-    """Summarize the range of ``block`` if it is not: 1 if it was unsummarized, else 0."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT brin_summarize_range(%s::regclass, %s)", [index, block])
-        return cursor.fetchone()[0]
-
-
-def test_the_brin_ranges_it_empties_are_unsummarized_and_the_others_left_alone(accepted, now):
-    pad = {"pad": "x" * 800}  # ~1 KiB a row: ~190 pages old, ~375 pages recent (128 a range)
-    old, recent = copies_of(accepted, 1500, "brin-old", params=pad), copies_of(accepted, 3000, "brin-new", params=pad)
-    Notification.objects.bulk_create(old + recent)
-    Notification.objects.filter(pk__in=[row.pk for row in old]).update(
-        state=State.SENT, updated_at=now - timedelta(days=95)
-    )
-    Notification.objects.filter(pk__in=[row.pk for row in recent]).update(state=State.SENT, sent_at=now)
-    emptied = ranges_of(old)
-    # Where earlier tests freed space the rows are not in order: compare ranges, not rows.
-    untouched = ranges_of(recent) - emptied
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT brin_summarize_new_values('notification_sent_brin'::regclass)")
-    assert untouched
-
-    done = retention.purge(now=now, days=DAYS, pause=0)
-
-    assert done.deleted == 1500 and done.brin_ranges_reset >= len(emptied)
-    assert {block: summarize("notification_sent_brin", block) for block in emptied | untouched} == {
-        **dict.fromkeys(emptied, 1),
-        **dict.fromkeys(untouched, 0),
-    }
-
-
 def test_zero_days_keeps_everything(accepted, now):
     aged(accepted, State.SENT, now, 10_000)
     assert retention.purge(now=now, days=0) is None
@@ -315,20 +273,6 @@ def test_a_receipt_for_a_row_deleted_while_it_arrived_is_unknown_not_a_500(demo_
 
     assert receipts.apply(["twilio"], receipts.ProviderReceipt("SM1", "delivered", "delivered")) == "unknown"
     assert not Receipt.objects.exists()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_brin_ranges_behind_a_vacuum_are_left_and_the_rows_still_go(demo_data, send, now, monkeypatch):
-    pk = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}}).json()["id"]
-    Notification.objects.filter(pk=pk).update(state=State.SENT, updated_at=now - timedelta(days=95))
-    monkeypatch.setattr(retention, "BRIN_LOCK_TIMEOUT", 0.2)
-    with psycopg.connect(processes.test_database_url()) as vacuum:
-        # The lock a VACUUM holds, which brin_desummarize_range needs too.
-        vacuum.execute(f"LOCK TABLE {Notification._meta.db_table} IN SHARE UPDATE EXCLUSIVE MODE")
-        done = retention.purge(now=now, days=DAYS, pause=0)
-    # The notifications' range is left; its state changes' table was free and had its range reset.
-    assert (done.deleted, done.brin_ranges_left, done.brin_ranges_reset) == (1, 1, 1)
-    assert not Notification.objects.filter(pk=pk).exists()
 
 
 @pytest.mark.django_db(transaction=True)

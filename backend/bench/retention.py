@@ -1,9 +1,9 @@
-"""What a retention run costs on a large history (PostgreSQL), and what it leaves the dashboard's BRIN indexes.
+"""What a retention run costs on a large history (PostgreSQL), and the dashboard after new rows reuse the space.
 
 Run with ``bin/bench retention`` (a throwaway PostgreSQL), or from the repository root against a
 migrated PostgreSQL database with the demo data (it deletes rows: not a database you keep)::
 
-    python -m backend.bench.retention [--rows 1000000] [--keep-brin]
+    python -m backend.bench.retention [--rows 1000000]
 
 It adds ``--rows`` notifications over the last 7 days with one attempt each and their state changes
 (``dashboard_queries.fill``: 2% still queued, the rest sent or delivered), oldest first as a live
@@ -16,7 +16,7 @@ time for each run (from ``/proc``).
 Then what the next hours do to the dashboard: VACUUM (as autovacuum would), a tenth of ``--rows``
 new notifications sent in the last hour, with their attempts and state changes, which reuse the
 space the purge freed, VACUUM again; and the median of 3 dashboard refreshes of the last hour and of
-the last day. ``--keep-brin`` leaves out ``retention.reset_brin``, to see what it saves.
+the last day.
 """
 
 import argparse
@@ -79,7 +79,7 @@ def refresh_ms(window_name: str) -> float:
     return sorted(took)[1]
 
 
-def run(rows: int, keep_brin: bool) -> None:
+def run(rows: int) -> None:
     from django.db import connection, transaction
     from django.utils import timezone
 
@@ -87,10 +87,7 @@ def run(rows: int, keep_brin: bool) -> None:
     from backend.notifications import retention
     from backend.notifications.models import Attempt, Notification, StateChange
 
-    flag = " --keep-brin" if keep_brin else ""
-    print(f"$ python -m backend.bench.retention --rows {rows}{flag}   (database: {connection.vendor})")
-    if keep_brin:
-        retention.reset_brin = lambda emptied: (0, 0)
+    print(f"$ python -m backend.bench.retention --rows {rows}   (database: {connection.vendor})")
     with transaction.atomic():
         took = fill(rows, oldest_first=True)
         with connection.cursor() as cursor:
@@ -126,13 +123,12 @@ def run(rows: int, keep_brin: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="notifications over the last 7 days")
-    parser.add_argument("--keep-brin", action="store_true", help="leave out retention.reset_brin")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
     import django
 
     django.setup()
-    run(args.rows, args.keep_brin)
+    run(args.rows)
 
 
 if __name__ == "__main__":

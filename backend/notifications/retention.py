@@ -14,6 +14,12 @@ the next run). A slice reads only its own pages, so a run costs one pass over th
 much it deletes, and no index (which every insert and state change would pay) is needed to find
 old rows. README "Retention" has the figures.
 
+No BRIN range is reset after a delete. A range keeps the lowest value it ever held, so one whose
+old rows went and whose space new rows reuse spans from months ago to now. But every window those
+indexes serve ends now (the dashboard's, a campaign's pace), and such a window needs a range only
+if the range's highest value falls inside it: the old lowest one never makes a range read. (A reset
+was tried, measured no faster, and cancelled autovacuum.)
+
 Deleting a row ends what its idempotency key guards: the same key sent again after the purge is a
 new notification. Prometheus sees the ``…_total`` counters of ``/metrics`` fall, as a counter reset.
 """
@@ -26,7 +32,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError, OperationalError, close_old_connections, connection, models, transaction
+from django.db import OperationalError, close_old_connections, connection, models, transaction
 from django.utils import timezone
 
 from backend.notifications.models import DeadLetter, Notification, State
@@ -47,22 +53,18 @@ ROWIDS = 5_000
 PAUSE = 0.01
 # The longest retention: a hundred years (settings' NOTIFY_RETENTION_DAYS has the same bound).
 MAX_DAYS = 36_500
-# Seconds ``reset_brin`` waits for a table's lock behind a VACUUM before it leaves that table's ranges alone.
-BRIN_LOCK_TIMEOUT = 5
 
 
 @dataclass
 class Purge:
     """What one run did (or, ``dry_run``, would do): rows deleted, campaigns frozen, slices read and those skipped
-    (a deadlock rolled them back for the next run), BRIN ranges reset and left wide (``reset_brin``), seconds."""
+    (a deadlock rolled them back for the next run), seconds taken."""
 
     cutoff: datetime
     deleted: int = 0
     frozen_campaigns: list[int] = field(default_factory=list)
     slices: int = 0
     skipped_slices: int = 0
-    brin_ranges_reset: int = 0
-    brin_ranges_left: int = 0
     seconds: float = 0.0
 
 
@@ -88,16 +90,14 @@ def purge(
         report.frozen_campaigns = archive.freezable(report.cutoff)
     else:
         report.frozen_campaigns = archive.freeze_finished(report.cutoff, now)
-    emptied_blocks: dict[str, set[int]] = {}
     for bounds in _slices():
         report.slices += 1
-        emptied: dict[str, set[int]] = {}
         try:
             with transaction.atomic():
                 ids = _ids(bounds, report.cutoff, report.frozen_campaigns if dry_run else [], lock=not dry_run)
                 if ids and not dry_run:
                     ids = _without_held_dead_letters(ids)
-                    emptied = _delete(ids)
+                    _delete(ids)
         except OperationalError as exc:
             if not _lock_conflict(exc):
                 raise
@@ -105,12 +105,9 @@ def purge(
             logger.warning("retention slice %s..%s skipped: %s", *bounds, exc)
             report.skipped_slices += 1
             continue
-        for table, blocks in emptied.items():
-            emptied_blocks.setdefault(table, set()).update(blocks)
         report.deleted += len(ids)
         if pause:
             time.sleep(pause)
-    report.brin_ranges_reset, report.brin_ranges_left = reset_brin(emptied_blocks)
     report.seconds = time.monotonic() - started
     return report
 
@@ -209,79 +206,25 @@ def _referring(model: type[models.Model]) -> list:
     return [field for field in model._meta.get_fields(include_hidden=True) if field.auto_created and not field.concrete]
 
 
-def _delete(ids: list) -> dict[str, set[int]]:
+def _delete(ids: list) -> None:
     """Delete notifications ``ids`` and what refers to them: one statement a table, no model objects.
 
-    Returns, on PostgreSQL, the heap blocks each table lost rows in ({} on SQLite), for ``reset_brin``.
     Django's ``delete()`` loads every row as a model object first: 2.5 times the time (README "Retention").
     """
     table = Notification._meta.db_table
-    postgres = connection.vendor == "postgresql"
-    if postgres:
+    if connection.vendor == "postgresql":
         chunks, match = [ids], "= ANY(%s)"
     else:
         size = connection.features.max_query_params
         chunks, match = [ids[n : n + size] for n in range(0, len(ids), size)], ""
-    # The block number of a deleted row version, from its ctid "(block,offset)".
-    returning = " RETURNING (ctid::text::point)[0]::bigint" if postgres else ""
-    emptied: dict[str, set[int]] = {}
     with connection.cursor() as cursor:
         for chunk in chunks:
             where = match or f"IN ({', '.join(['%s'] * len(chunk))})"
             params = [chunk] if match else chunk
-            for other, column, action in [*relations(), (table, "id", "delete")]:
-                if action == "set null":
-                    cursor.execute(f"UPDATE {other} SET {column} = NULL WHERE {column} {where}", params)
-                    continue
-                cursor.execute(f"DELETE FROM {other} WHERE {column} {where}{returning}", params)
-                if postgres:
-                    emptied.setdefault(other, set()).update(block for (block,) in cursor.fetchall())
-    return emptied
-
-
-def reset_brin(emptied: dict[str, set[int]]) -> tuple[int, int]:
-    """Unsummarize the BRIN ranges of ``emptied`` blocks (table → heap blocks); (ranges reset, ranges left).
-
-    A BRIN range keeps the lowest and highest value it ever held: deleting its rows never narrows it,
-    and the new rows that reuse the freed space would widen it to span from 90 days ago to now, so
-    every time window of the dashboard (``sent_at``, ``started_at``, ``at``) would read it. An
-    unsummarized range is read by every query until the next VACUUM summarizes it again, from the rows
-    then alive (``brin_desummarize_range``, PostgreSQL manual §71.1.1).
-
-    Once a run, one transaction a table: it takes the lock VACUUM holds, so PostgreSQL cancels a
-    running autovacuum of that table (which starts again later) once a run, not once a slice. It waits
-    at most ``BRIN_LOCK_TIMEOUT`` behind a VACUUM that cannot be cancelled (a manual one, or one against
-    wraparound). A table whose ranges cannot be reset (that wait, or a database role that does not own
-    the indexes) is logged and its ranges counted as left; the rows are deleted either way.
-    """
-    reset = left = 0
-    if connection.vendor != "postgresql":
-        return reset, left
-    for table, blocks in emptied.items():
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(f"SET LOCAL lock_timeout = '{BRIN_LOCK_TIMEOUT}s'")
-                cursor.execute(_BRIN_INDEXES, [table])
-                for index, per_range in cursor.fetchall():
-                    starts = sorted({block // per_range * per_range for block in blocks})
-                    cursor.execute(
-                        "SELECT count(brin_desummarize_range(%s::regclass, b)) FROM unnest(%s::bigint[]) b",
-                        [index, starts],
-                    )
-                    reset += len(starts)
-        except DatabaseError as exc:
-            logger.warning("retention left the BRIN ranges of %s as they were: %s", table, exc)
-            left += len({block // 128 for block in blocks})
-    return reset, left
-
-
-# The BRIN indexes of a table with their pages per range (128 unless the index sets another).
-_BRIN_INDEXES = """
-SELECT c.oid::regclass::text, coalesce(
-    (SELECT option_value::int FROM pg_options_to_table(c.reloptions) WHERE option_name = 'pages_per_range'), 128)
-FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
-WHERE i.indrelid = %s::regclass AND a.amname = 'brin'
-"""
+            for other, column, action in relations():
+                change = f"DELETE FROM {other}" if action == "delete" else f"UPDATE {other} SET {column} = NULL"
+                cursor.execute(f"{change} WHERE {column} {where}", params)
+            cursor.execute(f"DELETE FROM {table} WHERE id {where}", params)
 
 
 def run_forever(interval: float | None = None) -> None:

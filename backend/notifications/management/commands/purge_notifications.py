@@ -37,11 +37,6 @@ class Command(BaseCommand):
             f"{'to freeze' if dry_run else 'frozen'}: {frozen}; {counted(report.slices, 'slice')} in "
             f"{report.seconds:.1f} s."
         )
-        if report.brin_ranges_left:
-            self.stderr.write(
-                f"{counted(report.brin_ranges_left, 'BRIN range')} left as they were (logged): a VACUUM held the "
-                "table, or this database role does not own its indexes."
-            )
         if report.skipped_slices:
             self.stderr.write(
                 f"{counted(report.skipped_slices, 'slice')} skipped on a lock (logged): the next run takes them."
