@@ -105,3 +105,25 @@ def test_the_navigation_offers_each_role_the_pages_it_may_open(client, login_cod
     assert offered == (campaigns, segments, templates)
     for link, shown in zip(("/campaigns/", "/campaigns/segments/", "/templates/"), offered, strict=True):
         assert (client.get(link).status_code == 200) is shown
+
+
+def test_the_traffic_is_the_last_days_read_through_the_state_changes(client, support_agent, login_code):
+    """Older notifications are neither counted nor listed: the page reads the state changes' BRIN window,
+    not the whole table. The latest ten come from the nearest window that has any."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from backend.notifications.models import Notification, StateChange
+
+    week_old = timezone.now() - timedelta(days=8)
+    StateChange.objects.filter(notification=login_code).update(at=week_old)
+    client.force_login(support_agent)
+    page = client.get("/").content.decode()
+    assert "u-ar-1" not in page and "None in the last 24 hours" in page
+
+    StateChange.objects.filter(notification=login_code).update(at=timezone.now() - timedelta(hours=3))
+    Notification.objects.filter(pk=login_code.pk).update(state="sent")
+    page = client.get("/").content.decode()
+    assert "The latest 1 accepted in the last day." in page and "u-ar-1" in page
+    assert "<dt>sent</dt><dd>1</dd>" in page
