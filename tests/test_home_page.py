@@ -125,5 +125,5 @@ def test_the_traffic_is_the_last_days_read_through_the_state_changes(client, sup
     StateChange.objects.filter(notification=login_code).update(at=timezone.now() - timedelta(hours=3))
     Notification.objects.filter(pk=login_code.pk).update(state="sent")
     page = client.get("/").content.decode()
-    assert "The latest 1 accepted in the last day." in page and "u-ar-1" in page
+    assert "Accepted in the last day, newest first." in page and "u-ar-1" in page
     assert "<dt>sent</dt><dd>1</dd>" in page
