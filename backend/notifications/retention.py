@@ -37,14 +37,13 @@ from django.utils import timezone
 
 from backend.notifications.models import DeadLetter, Notification, State
 from campaigns import archive
+from campaigns.fanout import UNFINISHED
 from campaigns.models import Campaign
 
 logger = logging.getLogger(__name__)
 
-# States a notification never leaves on its own: what retention may delete.
-ENDED = (
-    State.SENT, State.DELIVERED, State.UNDELIVERED, State.FAILED, State.SUPPRESSED, State.EXPIRED, State.CANCELLED,
-)  # fmt: skip
+# States a notification never leaves on its own, what retention may delete: every state but the unfinished ones.
+ENDED = tuple(state for state in State if state not in UNFINISHED)
 # Heap pages (8 KiB each) per slice on PostgreSQL: 2 MiB, a few thousand rows.
 PAGES = 256
 # rowids per slice on SQLite.
@@ -217,11 +216,12 @@ def _delete(ids: list) -> None:
     else:
         size = connection.features.max_query_params
         chunks, match = [ids[n : n + size] for n in range(0, len(ids), size)], ""
+    referring = relations()
     with connection.cursor() as cursor:
         for chunk in chunks:
             where = match or f"IN ({', '.join(['%s'] * len(chunk))})"
             params = [chunk] if match else chunk
-            for other, column, action in relations():
+            for other, column, action in referring:
                 change = f"DELETE FROM {other}" if action == "delete" else f"UPDATE {other} SET {column} = NULL"
                 cursor.execute(f"{change} WHERE {column} {where}", params)
             cursor.execute(f"DELETE FROM {table} WHERE id {where}", params)
