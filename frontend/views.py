@@ -56,9 +56,8 @@ def home(request: HttpRequest) -> HttpResponse:
     """The staff landing page: where the API, the editor and the admin are.
 
     Traffic (what the last 24 hours' notifications are now, per state, and the latest ten with their masked
-    previews) only for staff
-    who may read notifications, the editor's and the segments' links only for those who may open them (support may not);
-    anonymous visitors go to the login page, staff without a role get 403.
+    previews) only for staff who may read notifications, the editor's and the segments' links only for those
+    who may open them (support may not); anonymous visitors go to the login page, staff without a role get 403.
     """
     user = request.user
     context = {
