@@ -6,9 +6,12 @@ another's draft keeping its author and approved it, a draft changed its kind,
 language or channel (a clash was a 500), and "Add attempt" was a 500.
 """
 
+import threading
+
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
+from django.db import IntegrityError, connections, transaction
 from django.test import RequestFactory
 
 from backend.notifications import actions
@@ -229,3 +232,43 @@ def test_the_admin_refuses_a_lookalike_or_case_twin_of_an_api_clients_name(clien
         answer = client.post("/admin/notifications/apiclient/add/", {"name": name, "is_active": "on"})
         assert answer.status_code == 200 and message in answer.content.decode(), name
     assert list(ApiClient.objects.values_list("name", flat=True)) == ["orders"]
+
+
+def test_a_name_written_around_the_models_validation_is_refused_by_the_database():
+    """The shell or a script that skips ``full_clean`` meets the CHECK (a trailing newline included)."""
+    for name in ["Orders", "orders\n", "-orders", "оrders"]:
+        with pytest.raises(IntegrityError), transaction.atomic():
+            ApiClient.objects.create(name=name, key_hash=name.encode().hex())
+    assert not ApiClient.objects.filter(name__iexact="orders").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_adding_the_same_client_name_at_once_get_one_client_and_a_form_error(client, monkeypatch):
+    """The second save loses the race for the UNIQUE: the form again, saying so, not a 500.
+
+    The race is made certain: the other admin's client is committed, on a connection of its own,
+    right after this form's own uniqueness check passed, as happens when both press Save together.
+    """
+    logged_in(client, "admin")
+    checks = {"n": 0}
+    validate_unique = ApiClient.validate_unique
+
+    def other_admin():
+        try:
+            ApiClient.issue("orders")
+        finally:
+            connections.close_all()
+
+    def other_admin_saves_first(self, exclude=None):
+        validate_unique(self, exclude)
+        checks["n"] += 1
+        if checks["n"] == 1:
+            rival = threading.Thread(target=other_admin)
+            rival.start()
+            rival.join()
+
+    monkeypatch.setattr(ApiClient, "validate_unique", other_admin_saves_first)
+    answer = client.post("/admin/notifications/apiclient/add/", {"name": "orders", "is_active": "on"})
+    assert answer.status_code == 200 and "API client with this Name already exists." in answer.content.decode()
+    assert 'value="orders"' in answer.content.decode()
+    assert (checks["n"], ApiClient.objects.filter(name="orders").count()) == (2, 1)

@@ -8,6 +8,7 @@ import pytest
 from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from backend.notifications.models import ApiClient, Kind, Notification, Recipient, TemplateVersion
 
@@ -79,6 +80,10 @@ def test_migration_0025_names_each_client_to_rename_before_it_applies():
     rule = importlib.import_module("backend.notifications.migrations.0025_api_client_name_rule")
     ApiClient.issue("orders")
     legacy = ApiClient.issue("legacy")[0]
+    # The database as it was before the rule: without 0026's CHECK (dropped inside this test's transaction).
+    [check] = ApiClient._meta.constraints
+    with connection.schema_editor() as editor:
+        editor.remove_constraint(ApiClient, check)
     ApiClient.objects.filter(pk=legacy.pk).update(name="\u041erders")  # made before the rule existed
 
     with pytest.raises(RuntimeError, match=re.escape(f"rename '\u041erders' (id {legacy.pk}) first")):

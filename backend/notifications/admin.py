@@ -2,7 +2,7 @@ import json
 
 from django.contrib import admin, messages
 from django.contrib.admin import widgets
-from django.db import models
+from django.db import IntegrityError, models
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -58,6 +58,25 @@ class DeletableWhileUnused:
         raise NotImplementedError
 
 
+class UniqueRaceAnswered:
+    """A save that loses a race for a unique value answers with the form's error, not a 500.
+
+    The form checks uniqueness before it saves, so two people adding the client ``orders`` at once
+    both pass the check and the second INSERT hits the UNIQUE (its transaction, which Django's
+    ``changeform_view`` opens, is rolled back). The page is then built once more from the same POST:
+    the other row is committed by then (PostgreSQL made the INSERT wait for it), so the form's check
+    finds it and says so on the field, and nothing typed is lost.
+    """
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except IntegrityError:
+            if request.method != "POST":
+                raise
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+
 # What Django's own list filters (after a field's name) and date hierarchy put in a change list's URL.
 _FILTER_SUFFIXES = ("", "__exact", "__isnull", "__isempty", "__id__exact", "__gte", "__lt")
 _DATE_SUFFIXES = ("__year", "__month", "__day")
@@ -98,7 +117,7 @@ class ListedFiltersOnly(AutoDirection):
 
 
 @admin.register(Kind)
-class KindAdmin(DeletableWhileUnused, ListedFiltersOnly, admin.ModelAdmin):
+class KindAdmin(UniqueRaceAnswered, DeletableWhileUnused, ListedFiltersOnly, admin.ModelAdmin):
     """Kinds; one may be deleted only while no template, campaign, notification or preference has it.
 
     The first three PROTECT it (for a kind with 180,000 notifications the confirmation page loaded
@@ -160,7 +179,7 @@ class PreferenceInline(AutoDirection, admin.TabularInline):
 
 
 @admin.register(Recipient)
-class RecipientAdmin(ListedFiltersOnly, admin.ModelAdmin):
+class RecipientAdmin(UniqueRaceAnswered, ListedFiltersOnly, admin.ModelAdmin):
     inlines = [DeviceInline, PreferenceInline]
     list_display = ["user_id", "email", "phone", "language", "time_zone", "email_bounced_at", "phone_disabled_at"]
     list_filter = ["language"]
@@ -254,7 +273,7 @@ class BreakerEventAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(ApiClient)
-class ApiClientAdmin(DeletableWhileUnused, ListedFiltersOnly, admin.ModelAdmin):
+class ApiClientAdmin(UniqueRaceAnswered, DeletableWhileUnused, ListedFiltersOnly, admin.ModelAdmin):
     """API clients: a new one's key is shown once; one that sent anything is revoked (``is_active``), not deleted.
 
     Deleting a client detaches its notifications (a write of each) and a client of the same name made

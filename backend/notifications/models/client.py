@@ -9,8 +9,9 @@ KEY_PREFIX = "ntf_"
 # A service's name is read by people in the admin, logs and audit rows: letters that look alike (Cyrillic
 # "о" for "o"), zero-width or bidi control characters and case would let two clients read as one. Lowercase
 # only, so that uniqueness is the plain UNIQUE, whatever the database's collation folds (Turkish "I").
+NAME_PATTERN = r"\A[a-z0-9][a-z0-9._-]*\Z"
 NAME_RULE = RegexValidator(
-    r"\A[a-z0-9][a-z0-9._-]*\Z",
+    NAME_PATTERN,
     "A client's name is lowercase ASCII letters, digits, '.', '_' and '-', starting with a letter or digit "
     "(e.g. orders).",
     code="invalid_name",
@@ -29,7 +30,9 @@ def hash_api_key(key: str) -> str:
 class ApiClient(models.Model):
     """A backend service allowed to call the API. Only the key's hash is stored.
 
-    ``name`` follows ``NAME_RULE`` (lowercase ASCII, so ``Orders`` or a lookalike cannot sit beside ``orders``).
+    ``name`` follows ``NAME_RULE`` (lowercase ASCII, so ``Orders`` or a lookalike cannot sit beside ``orders``),
+    checked by the database too (``api_client_name_rule``), so a row written around the model's validation (a
+    shell, a script) cannot bring a case twin back.
     """
 
     name = models.CharField(max_length=100, unique=True, validators=[NAME_RULE])
@@ -49,6 +52,11 @@ class ApiClient(models.Model):
     class Meta:
         ordering = ["name"]
         verbose_name = "API client"
+        # \A and \Z mean start and end of the text in PostgreSQL's regular expressions and in Python's, which
+        # Django's REGEXP runs on SQLite: "$" would let a trailing newline through in Python.
+        constraints = [
+            models.CheckConstraint(condition=models.Q(name__regex=NAME_PATTERN), name="api_client_name_rule")
+        ]
 
     def __str__(self) -> str:
         return self.name
