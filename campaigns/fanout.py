@@ -67,6 +67,7 @@ the approved hash); a filter segment reaches whoever matches when their batch is
 import json
 import logging
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -79,7 +80,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from backend.notifications import masking, quiet_hours
+from backend.notifications import masking, metric_counters, quiet_hours
 from backend.notifications.models import (
     Channel,
     Device,
@@ -389,22 +390,32 @@ def _insert_batch(plan: Plan, after: int, upper: int) -> int:
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            # One statement: the history of exactly the rows this INSERT made (RETURNING skips conflicts).
+            # One statement: the history of exactly the rows this INSERT made (RETURNING skips conflicts),
+            # answering how many it made in each state.
             cursor.execute(
-                f"WITH created AS ({insert} RETURNING id, state, reason)"
-                f" {history} SELECT id, '', state, reason, %s FROM created",
+                f"WITH created AS ({insert} RETURNING id, state, reason),"
+                f" history AS ({history} SELECT id, '', state, reason, %s FROM created)"
+                f" SELECT state, COUNT(*) FROM created GROUP BY state",
                 [*params, now],
             )
-            return cursor.rowcount
-        cursor.execute(insert, params)
-        created = cursor.rowcount
-        cursor.execute(
-            f"{history} SELECT n.id, '', n.state, n.reason, %s FROM {Notification._meta.db_table} n"
-            f" WHERE n.campaign_id = %s AND n.recipient_id > %s AND n.recipient_id <= %s"
-            f" AND NOT EXISTS (SELECT 1 FROM {StateChange._meta.db_table} s WHERE s.notification_id = n.id)",
-            [now, plan.campaign.pk, after, upper],
-        )
-        return created
+            made = dict(cursor.fetchall())
+        else:
+            cursor.execute(insert, params)
+            new_rows = (
+                f"FROM {Notification._meta.db_table} n WHERE n.campaign_id = %s AND n.recipient_id > %s"
+                f" AND n.recipient_id <= %s"
+                f" AND NOT EXISTS (SELECT 1 FROM {StateChange._meta.db_table} s WHERE s.notification_id = n.id)"
+            )
+            cursor.execute(f"SELECT n.state, COUNT(*) {new_rows} GROUP BY n.state", [plan.campaign.pk, after, upper])
+            made = dict(cursor.fetchall())
+            cursor.execute(
+                f"{history} SELECT n.id, '', n.state, n.reason, %s {new_rows}", [now, plan.campaign.pk, after, upper]
+            )
+    counts: Counter = Counter()
+    for state, count in made.items():
+        counts.update(metric_counters.entered(Priority.STANDARD, "", state, count))
+    metric_counters.add(counts)
+    return sum(made.values())
 
 
 # A UUIDv7 (RFC 9562 §5.7: 48-bit Unix ms, version 7, variant 10, random bits) built in SQL (PostgreSQL 15

@@ -14,7 +14,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from backend.notifications.models import Notification, State, StateChange
+from backend.notifications import metric_counters
+from backend.notifications.models import Notification, Priority, State, StateChange
 
 # Not yet handed to a provider: what a cancel stops and an end time expires (``sending`` ones are in flight).
 UNSENT = (State.QUEUED, State.SCHEDULED)
@@ -32,9 +33,25 @@ def move_with_history(
 ) -> int:
     """``UPDATE … SET set_sql`` the rows of ``rows_sql`` still in ``from_state``, with a history row each; how many.
 
-    ``rows_sql`` selects notification ids; ``at`` is the history rows' instant as the database
-    takes it (``connection.ops.adapt_datetimefield_value``).
+    ``rows_sql`` selects notification ids (a campaign's: the standard tier's, as /metrics counts
+    them); ``at`` is the history rows' instant as the database takes it
+    (``connection.ops.adapt_datetimefield_value``).
     """
+    moved = _move_with_history(rows_sql, rows_params, set_sql, set_params, from_state, to_state, reason, at)
+    metric_counters.add(metric_counters.entered(Priority.STANDARD, from_state, to_state, moved))
+    return moved
+
+
+def _move_with_history(
+    rows_sql: str,
+    rows_params: list,
+    set_sql: str,
+    set_params: list,
+    from_state: str,
+    to_state: str,
+    reason: str,
+    at: Any,
+) -> int:
     notification, history = Notification._meta.db_table, StateChange._meta.db_table
     into = f"INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
     with transaction.atomic(), connection.cursor() as cursor:

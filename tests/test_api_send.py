@@ -28,7 +28,7 @@ def test_it_accepts_and_enqueues_on_the_standard_tier_after_commit(send, django_
     assert body["template"] == "shipped/ar/email v1"
     assert body["preview"] == "تم شحن طلبك رقم 5012"
     assert [(c["from_state"], c["to_state"]) for c in body["state_history"]] == [("", "queued")]
-    assert len(callbacks) == 1
+    assert len(callbacks) == 2  # the enqueue and the /metrics counts, each once the row is committed
     assert (pending("standard"), pending("high")) == (1, 0)
 
 

@@ -1,19 +1,24 @@
 """/metrics for Prometheus (backend/notifications/metrics.py): who may scrape it, and what it says."""
 
-from datetime import timedelta
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from backend.notifications import metric_counters
 from backend.notifications.delivery import breaker, dispatch, shared_state
-from backend.notifications.models import DeadLetter, Notification
+from backend.notifications.models import DeadLetter, Notification, State
 from backend.notifications.queues import HUEYS
 from backend.stubs.smtp_sink import free_port
+from campaigns import fanout
+from tests.campaigns_setup import approved_and_started, list_segment
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
 TOKEN = "s3cret-scrape-token"
+NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 
 
 def scrape(client, **headers) -> dict[tuple[str, tuple], float]:
@@ -61,32 +66,36 @@ def test_without_a_token_a_forwarded_request_is_refused_even_from_loopback(clien
 
 def test_the_figures_move_when_a_notification_is_sent(client, send, smtp_sink, django_capture_on_commit_callbacks):
     before = scrape(client)
-    with django_capture_on_commit_callbacks(execute=True):  # the enqueue after commit
+    with django_capture_on_commit_callbacks(execute=True):  # the enqueue and the counts after commit
         response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "7"}}, key="metrics-1")
     queued = scrape(client)
-    dispatch.deliver(response.json()["id"])
+    with django_capture_on_commit_callbacks(execute=True):
+        dispatch.deliver(response.json()["id"])
     after = scrape(client)
 
     assert value(before, "notify_notifications_accepted_total", tier="standard") == 0
     assert value(queued, "notify_notifications_accepted_total", tier="standard") == 1
     assert value(queued, "notify_queue_depth", tier="standard") == 1
     assert value(queued, "notify_queue_tasks", tier="standard") == 1
+    assert value(queued, "notify_notifications", tier="standard", state="queued") == 1
     assert value(queued, "notify_notifications_sent_total", tier="standard") == 0
     assert value(after, "notify_notifications_sent_total", tier="standard") == 1
     assert value(after, "notify_queue_depth", tier="standard") == 0
-    assert value(after, "notify_notifications", tier="standard", state="sent") == 1
+    assert value(after, "notify_notifications", tier="standard", state="queued") == 0
+    assert value(after, "notify_state_changes_total", tier="standard", state="sent") == 1
     assert value(after, "notify_provider_attempts_total", provider="smtp", result="sent") == 1
-    assert value(after, "notify_provider_notifications", provider="smtp", state="sent") == 1
+    assert value(after, "notify_provider_outcomes_total", provider="smtp", state="sent") == 1
     assert value(after, "notify_accept_to_sent_seconds_count", tier="standard") == 1
     assert value(after, "notify_accept_to_sent_seconds_bucket", tier="standard", le="+Inf") == 1
     assert value(after, "notify_notifications_failed_total", tier="high") == 0
 
 
-def test_latency_buckets_are_cumulative_and_the_sum_is_in_seconds(client, send):
-    for key, ms in (("a", 40), ("b", 300), ("c", 2000)):
-        response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": key}}, key=key)
-        row = Notification.objects.get(pk=response.json()["id"])
-        Notification.objects.filter(pk=row.pk).update(sent_at=row.created_at + timedelta(milliseconds=ms))
+def test_latency_buckets_are_cumulative_and_the_sum_is_in_seconds(client, django_capture_on_commit_callbacks):
+    counts = Counter()
+    for ms in (40, 300, 2000):
+        counts.update(metric_counters.sent_latency("standard", NOW, NOW + timedelta(milliseconds=ms)))
+    with django_capture_on_commit_callbacks(execute=True):
+        metric_counters.add(counts)
 
     samples = scrape(client)
 
@@ -94,6 +103,23 @@ def test_latency_buckets_are_cumulative_and_the_sum_is_in_seconds(client, send):
               for le in ("0.05", "0.25", "0.5", "2.5", "+Inf")}  # fmt: skip
     assert bucket == {"0.05": 1, "0.25": 1, "0.5": 2, "2.5": 3, "+Inf": 3}
     assert value(samples, "notify_accept_to_sent_seconds_sum", tier="standard") == pytest.approx(2.34)
+
+
+def test_unfinished_rows_are_counted_per_state_and_tier_finished_ones_are_not_read(client, send):
+    ids = [send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": str(n)}}, key=f"u-{n}").json()["id"]
+           for n in range(4)]  # fmt: skip
+    Notification.objects.filter(pk=ids[1]).update(state=State.SENDING)
+    Notification.objects.filter(pk=ids[2]).update(state=State.SCHEDULED, send_at=NOW)
+    Notification.objects.filter(pk=ids[3]).update(state=State.SENT, priority="high")
+
+    samples = scrape(client)
+
+    gauges = {labels: n for (name, labels), n in samples.items() if name == "notify_notifications"}
+    assert gauges == {
+        (("state", state), ("tier", tier)): (1 if tier == "standard" else 0)
+        for state in ("queued", "scheduled", "sending")
+        for tier in ("high", "standard")
+    }
 
 
 def test_breakers_and_dead_letters(client, send, settings):
@@ -127,7 +153,18 @@ def test_while_redis_is_down_the_scrape_still_answers_without_what_redis_holds(c
     finally:
         shared_state.reset()
 
-    assert not [name for name, _ in samples if name == "notify_queue_tasks"]  # left out, not reported as empty
+    missing = {"notify_queue_tasks", "notify_notifications_accepted_total", "notify_accept_to_sent_seconds_count"}
+    assert not [name for name, _ in samples if name in missing]  # left out, not reported as empty or reset
     assert value(samples, "notify_queue_depth", tier="high") == 0  # PostgreSQL still answers
     assert value(samples, "notify_breaker_state", provider="smtp", state="unknown") == 1
     assert value(samples, "notify_breaker_state", provider="smtp", state="closed") == 0
+
+
+def test_a_running_campaigns_scheduled_rows_are_counted(client, marketer, approver):
+    campaign = approved_and_started(marketer, approver, segment=list_segment())
+    fanout.fan_out(campaign.pk)
+    # As a local-time campaign's waves leave them, each row waiting for its wave.
+    waiting = Notification.objects.filter(campaign=campaign).update(state=State.SCHEDULED, send_at=NOW)
+
+    assert waiting == 3
+    assert value(scrape(client), "notify_notifications", tier="standard", state="scheduled") == waiting

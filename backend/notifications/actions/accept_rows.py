@@ -29,6 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Field, JSONField
 from django.utils import timezone
 
+from backend.notifications import metric_counters
 from backend.notifications.models import Notification, StateChange
 from backend.notifications.prepared import prepared_cursor
 
@@ -60,9 +61,13 @@ def insert_accepted(rows: list[Prepared]) -> dict[uuid.UUID, StateChange]:
     else:
         with transaction.atomic():
             changes = _insert_in_chunks(rows)
+    made = []
     for prepared in rows:
-        if prepared.notification.pk in changes:
-            prepared.notification._state.adding, prepared.notification._state.db = False, connection.alias
+        notification = prepared.notification
+        if notification.pk in changes:
+            notification._state.adding, notification._state.db = False, connection.alias
+            made.append((notification.priority, "", notification.state, ""))
+    metric_counters.add_changes(made)
     return changes
 
 

@@ -11,7 +11,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from backend.notifications import masking
+from backend.notifications import masking, metric_counters
 from backend.notifications.actions.transitions import enqueue_on_commit, transition
 from backend.notifications.delivery import lease
 from backend.notifications.models import (
@@ -77,10 +77,10 @@ def _held(campaigns: type) -> tuple[str, str]:
     return (campaigns.State.PAUSED, campaigns.State.CANCELLED)
 
 
-def release(notification_id, from_state: str, reason: str, where: dict[str, Any] | None = None) -> bool:
-    """Put a notification whose task may be lost back in its queue, due now (the sweeper's move)."""
+def release(notification_id, tier: str, from_state: str, reason: str, where: dict[str, Any] | None = None) -> bool:
+    """Put a notification of ``tier`` whose task may be lost back in its queue, due now (the sweeper's move)."""
     return transition(
-        Notification(pk=notification_id), State.QUEUED, reason, from_state=from_state, where=where,
+        Notification(pk=notification_id, priority=tier), State.QUEUED, reason, from_state=from_state, where=where,
         queued_at=timezone.now(),
     )  # fmt: skip
 
@@ -105,10 +105,11 @@ def start_attempt(
 
 
 def finish_attempt(attempt: Attempt, result: str, latency_ms: int, error: str = "", provider_ref: str = "") -> None:
-    """Record a provider call's outcome on its attempt row with one targeted UPDATE."""
+    """Record a provider call's outcome on its attempt row with one targeted UPDATE (counted for /metrics)."""
     Attempt.objects.filter(pk=attempt.pk).update(
         result=result, latency_ms=latency_ms, error=error[:2000], provider_ref=provider_ref
     )
+    metric_counters.add({("attempt", attempt.provider, result): 1})
 
 
 def _secrets_at_rest(notification: Notification) -> dict[str, Any]:
@@ -125,10 +126,14 @@ def mark_sent(notification: Notification, provider: str, provider_ref: str, reas
     or "recovered" (the attempt row). Secret params are masked in the row: the provider has the message,
     nothing renders it again.
     """
-    return transition(
-        notification, State.SENT, reason, provider=provider, provider_ref=provider_ref, sent_at=timezone.now(),
+    now = timezone.now()
+    moved = transition(
+        notification, State.SENT, reason, provider=provider, provider_ref=provider_ref, sent_at=now,
         last_error="", **_secrets_at_rest(notification),
     )  # fmt: skip
+    if moved:
+        metric_counters.add(metric_counters.sent_latency(notification.priority, notification.due_at, now))
+    return moved
 
 
 def _fail(notification: Notification, reason: str, error: str, **fields: Any) -> bool:

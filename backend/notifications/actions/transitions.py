@@ -6,6 +6,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from backend.notifications import metric_counters
 from backend.notifications.delivery.shared_state import RedisUnavailable
 from backend.notifications.models import (
     Notification,
@@ -17,7 +18,12 @@ logger = logging.getLogger(__name__)
 
 
 def record_state_change(notification: Notification, from_state: str, to_state: str, reason: str = "") -> StateChange:
-    """Write one row of the notification's state history, and return it."""
+    """Write one row of the notification's state history, and return it; counted for /metrics on commit.
+
+    ``notification.priority`` and ``provider`` label the count (``metric_counters``): set them first.
+    """
+    counts = metric_counters.entered(notification.priority, from_state, to_state, provider=notification.provider)
+    metric_counters.add(counts)
     return StateChange.objects.create(
         notification=notification, from_state=from_state, to_state=to_state, reason=reason
     )
@@ -63,9 +69,8 @@ def transition(
             state=to_state, updated_at=now, **fields
         )
         if moved:
+            notification.state = to_state
+            for name, value in fields.items():
+                setattr(notification, name, value)
             record_state_change(notification, from_state, to_state, reason or "")
-    if moved:
-        notification.state = to_state
-        for name, value in fields.items():
-            setattr(notification, name, value)
     return bool(moved)

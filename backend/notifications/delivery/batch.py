@@ -45,8 +45,10 @@ import re
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, models, transaction
@@ -54,7 +56,7 @@ from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from backend.notifications import actions, rendering
+from backend.notifications import actions, metric_counters, rendering
 from backend.notifications.actions.delivery import _secrets_at_rest
 from backend.notifications.delivery import breaker, budget, dispatch, lease, sent_marker
 from backend.notifications.delivery.dispatch import Target
@@ -413,12 +415,30 @@ def _mark_sent(wave: list[Item], accepted: list[Item], provider: str) -> None:
     ids = [item.id for item in accepted]
     if connection.vendor == "postgresql":
         results = update_statement(Attempt, attempt_ids, {}, per_attempt)
-        _move(ids, State.SENDING, State.SENT, "", sent, per_row, before=results)
-        return
-    with transaction.atomic():
-        update_rows(Attempt, attempt_ids, {}, per_attempt)
-        if ids:
-            _move(ids, State.SENDING, State.SENT, "", sent, per_row)
+        moved = _move(ids, State.SENDING, State.SENT, "", sent, per_row, before=results)
+    else:
+        with transaction.atomic():
+            update_rows(Attempt, attempt_ids, {}, per_attempt)
+            moved = _move(ids, State.SENDING, State.SENT, "", sent, per_row) if ids else set()
+    metric_counters.add(_counted(wave, per_attempt["result"], moved, provider, sent["sent_at"]))
+
+
+def _counted(wave: list[Item], results: dict[int, str], moved: set[str], provider: str, sent_at: datetime) -> Counter:
+    """What a recorded wave adds to the /metrics counters: one Redis pipeline for the whole wave.
+
+    Its claim (every item of the wave was claimed: queued → sending) is counted here rather than
+    at the claim, which saves a round trip a wave; a worker that dies mid-call loses that count.
+    Then each attempt's result, and the rows now sent with their latency.
+    """
+    counts: Counter = Counter()
+    for item in wave:
+        tier = item.notification.priority
+        counts.update(metric_counters.entered(tier, State.QUEUED, State.SENDING))
+        counts["attempt", provider, results[item.attempt_id]] += 1
+        if item.id in moved:
+            counts.update(metric_counters.entered(tier, State.SENDING, State.SENT, provider=provider))
+            counts.update(metric_counters.sent_latency(tier, item.notification.due_at, sent_at))
+    return counts
 
 
 def _claim(wave: list[Item], tier: str, provider: str) -> set[str]:

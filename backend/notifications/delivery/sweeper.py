@@ -41,9 +41,9 @@ class SweepReport:
     due_scheduled: int
 
 
-def _move(ids: list, from_state: str, reason: str, **filters) -> list:
-    """Conditionally move rows back to queued (due now); return the ids this sweep moved."""
-    return [pk for pk in ids if actions.release(pk, from_state, reason, where=filters)]
+def _move(rows: list[tuple], from_state: str, reason: str, **filters) -> list:
+    """Conditionally move rows, given as (id, tier), back to queued (due now); return the ids this sweep moved."""
+    return [pk for pk, tier in rows if actions.release(pk, tier, from_state, reason, where=filters)]
 
 
 def _enqueue(ids: list) -> None:
@@ -90,8 +90,8 @@ def sweep(now: datetime | None = None, tiers: Iterable[str] = TIERS) -> SweepRep
     before_leases = now - timedelta(seconds=settings.NOTIFY["VISIBILITY_TIMEOUT"])
     legacy = {"lease_until__isnull": True, "sending_at__lt": before_leases}
     for expired in ({"lease_until__lt": now}, legacy):
-        ids = list(notifications.filter(state=State.SENDING, **expired).values_list("pk", flat=True)[:BATCH])
-        stale_sending += _move(ids, State.SENDING, "lease-expired", **expired)
+        rows = list(notifications.filter(state=State.SENDING, **expired).values_list("pk", "priority")[:BATCH])
+        stale_sending += _move(rows, State.SENDING, "lease-expired", **expired)
 
     stale_queued = []
     for tier in missing:
@@ -107,8 +107,8 @@ def sweep(now: datetime | None = None, tiers: Iterable[str] = TIERS) -> SweepRep
     # A campaign's scheduled rows are released by the campaign tick (campaigns/fanout.release_due), set-based
     # and paced by its feeder: enqueued here, a wave of a million rows would be a million tasks at once.
     scheduled = notifications.filter(state=State.SCHEDULED, send_at__lte=now, campaign__isnull=True)
-    due_ids = list(scheduled.values_list("pk", flat=True)[:BATCH])
-    due = _move(due_ids, State.SCHEDULED, "send-at-reached", send_at__lte=now)
+    due_rows = list(scheduled.values_list("pk", "priority")[:BATCH])
+    due = _move(due_rows, State.SCHEDULED, "send-at-reached", send_at__lte=now)
 
     _enqueue(stale_sending + stale_queued + due)
     return SweepReport(len(stale_sending), len(stale_queued), len(due))

@@ -3,6 +3,7 @@
 from backend.notifications.models.breaker import BreakerEvent
 from backend.notifications.models.client import ApiClient
 from backend.notifications.models.kind import Category, Channel, Kind, OverLimit, Priority
+from backend.notifications.models.metric_counter import MetricCounter
 from backend.notifications.models.notification import (
     Attempt,
     DeadLetter,
@@ -27,6 +28,7 @@ __all__ = [
     "DeadLetter",
     "Device",
     "Kind",
+    "MetricCounter",
     "Notification",
     "OverLimit",
     "Preference",

@@ -160,6 +160,11 @@ class Notification(models.Model):
         """The last instant it may be handed to a provider: due time (send_at or creation) + the kind's validity."""
         return (self.send_at or self.created_at) + timedelta(seconds=self.kind.validity_seconds)
 
+    @property
+    def due_at(self) -> datetime:
+        """When it was due: accepted, or its ``send_at`` if later (quiet hours, a schedule), as ``due_to_sent``."""
+        return max(self.created_at, self.send_at or self.created_at)
+
     def is_expired(self, now: datetime | None = None) -> bool:
         return (now or timezone.now()) > self.valid_until
 
