@@ -126,14 +126,10 @@ def mark_sent(notification: Notification, provider: str, provider_ref: str, reas
     or "recovered" (the attempt row). Secret params are masked in the row: the provider has the message,
     nothing renders it again.
     """
-    now = timezone.now()
-    moved = transition(
-        notification, State.SENT, reason, provider=provider, provider_ref=provider_ref, sent_at=now,
+    return transition(
+        notification, State.SENT, reason, provider=provider, provider_ref=provider_ref, sent_at=timezone.now(),
         last_error="", **_secrets_at_rest(notification),
     )  # fmt: skip
-    if moved:
-        metric_counters.add(metric_counters.sent_latency(notification.priority, notification.due_at, now))
-    return moved
 
 
 def _fail(notification: Notification, reason: str, error: str, **fields: Any) -> bool:

@@ -20,9 +20,12 @@ logger = logging.getLogger(__name__)
 def record_state_change(notification: Notification, from_state: str, to_state: str, reason: str = "") -> StateChange:
     """Write one row of the notification's state history, and return it; counted for /metrics on commit.
 
-    ``notification.priority`` and ``provider`` label the count (``metric_counters``): set them first.
+    ``notification.priority`` and ``provider`` label the count (``metric_counters``), and a move to
+    ``sent`` adds its latency from ``due_at`` to ``sent_at``: set them first.
     """
     counts = metric_counters.entered(notification.priority, from_state, to_state, provider=notification.provider)
+    if to_state == State.SENT and notification.sent_at:
+        counts.update(metric_counters.sent_latency(notification.priority, notification.due_at, notification.sent_at))
     metric_counters.add(counts)
     return StateChange.objects.create(
         notification=notification, from_state=from_state, to_state=to_state, reason=reason
