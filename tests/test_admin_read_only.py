@@ -7,12 +7,14 @@ language or channel (a clash was a 500), and "Add attempt" was a 500.
 """
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connections, transaction
 from django.test import RequestFactory
+from django.utils import timezone
 
 from backend.notifications import actions
 from backend.notifications.admin import NotificationAdmin
@@ -158,7 +160,31 @@ def test_support_cannot_filter_notifications_on_an_unlisted_field(client, send, 
     # The code is still in params until the notification is sent: a filter's count would read it.
     assert client.get(f"/admin/notifications/notification/?{query}").status_code == 400
     assert client.get("/admin/notifications/notification/?state__exact=queued").status_code == 200
-    assert client.get("/admin/notifications/notification/?created_at__year=2026").status_code == 200
+    assert client.get("/admin/notifications/notification/?within=week").status_code == 200
+
+
+def test_the_notification_list_shows_the_last_day_unless_asked_for_a_wider_window(client, send):
+    """Its window is read through the created_at BRIN: a page costs what the window holds, not the history."""
+    ids = [send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": str(n)}}, key=f"w-{n}").json()["id"]
+           for n in range(3)]  # fmt: skip
+    now = timezone.now()
+    for pk, age in zip(ids, [timedelta(minutes=5), timedelta(days=2), timedelta(days=30)], strict=True):
+        Notification.objects.filter(pk=pk).update(created_at=now - age)
+    logged_in(client, "support")
+
+    def listed(query: str) -> list[str]:
+        page = client.get(f"/admin/notifications/notification/{query}")
+        assert page.status_code == 200
+        return sorted(str(row.pk) for row in page.context["cl"].result_list)
+
+    assert listed("") == listed("?within=day") == sorted(ids[:1])
+    assert listed("?within=hour") == sorted(ids[:1])
+    assert listed("?within=week") == sorted(ids[:2])
+    assert listed("?within=all") == sorted(ids)
+    assert "Last 24 hours" in client.get("/admin/notifications/notification/").content.decode()
+    # An unknown window is Django's "?e=1" page (the list without filters), not a 500.
+    wrong = client.get("/admin/notifications/notification/?within=year")
+    assert (wrong.status_code, wrong["Location"]) == (302, "/admin/notifications/notification/?e=1")
 
 
 @pytest.mark.parametrize(
