@@ -17,7 +17,7 @@ from django.test import RequestFactory
 from django.utils import timezone
 
 from backend.notifications import actions
-from backend.notifications.admin import NotificationAdmin
+from backend.notifications.admin import ApiClientAdmin, NotificationAdmin
 from backend.notifications.models import (
     ApiClient,
     Attempt,
@@ -228,6 +228,7 @@ def test_a_kind_can_be_deleted_only_while_nothing_uses_it(client):
     assert not Kind.objects.filter(pk=unused.pk).exists() and Kind.objects.filter(pk=shipped.pk).exists()
 
 
+@pytest.mark.django_db(transaction=True)  # the key is shown once the client is committed
 def test_an_api_client_added_in_the_admin_keeps_its_form_and_one_that_sent_anything_cannot_be_deleted(client, send):
     logged_in(client, "admin")
     form = {"name": "audit", "is_active": "on", "reads_all_notifications": "on"}
@@ -298,3 +299,22 @@ def test_two_admins_adding_the_same_client_name_at_once_get_one_client_and_a_for
     assert answer.status_code == 200 and "API client with this Name already exists." in answer.content.decode()
     assert 'value="orders"' in answer.content.decode()
     assert (checks["n"], ApiClient.objects.filter(name="orders").count()) == (2, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_save_that_fails_on_another_rule_is_not_tried_again_and_shows_no_key(client, monkeypatch):
+    """Only a UNIQUE refusing a duplicate is answered by the form: any other IntegrityError stays an error,
+    and the key of the client rolled back with it is never shown."""
+    logged_in(client, "admin")
+    calls = []
+
+    def fails(self, request, obj, message):
+        calls.append(obj.name)
+        raise IntegrityError("insert or update on table violates foreign key constraint")
+
+    monkeypatch.setattr(ApiClientAdmin, "log_addition", fails)
+    with pytest.raises(IntegrityError):
+        client.post("/admin/notifications/apiclient/add/", {"name": "audit", "is_active": "on"})
+    page = client.get("/admin/notifications/apiclient/")
+    assert (calls, ApiClient.objects.count()) == (["audit"], 0)
+    assert "API key for" not in page.content.decode()

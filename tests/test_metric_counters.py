@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.db import connection
 from django.db.models import Count
+from django.test.utils import CaptureQueriesContext
 
 from backend.notifications import metric_counters
 from backend.notifications.delivery import batch, dispatch
@@ -156,3 +158,30 @@ def test_a_count_that_fails_never_fails_the_change_it_counts(send, django_captur
     with django_capture_on_commit_callbacks(execute=True):
         answer = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "7"}}, key="k-1")
     assert answer.status_code == 202 and Notification.objects.filter(pk=answer.json()["id"]).exists()
+
+
+@pytest.mark.usefixtures("stub_providers")
+def test_a_batch_whose_calls_fail_counts_its_claims_and_failures_without_a_query_per_row(
+    send, stub_providers, settings, django_capture_on_commit_callbacks
+):
+    """The rows a batch loads leave ``provider`` unread: counting their failures must not fetch it row by row."""
+    settings.NOTIFY = {**settings.NOTIFY, "BREAKER_CONSECUTIVE_FAILURES": 1000, "BREAKER_ERROR_RATE": 1.01}
+    stub_providers.state.faults = {"twilio": {"error_rate": 1.0, "error": "500"}}
+    ids = queued_sms(send, 40)
+    caller = batch.Caller()
+    try:
+        with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+            batch.deliver_batch(ids, "standard", caller)
+    finally:
+        caller.close()
+
+    deferred_load = '"notifications_notification"."provider" FROM'
+    provider_reads = [query["sql"] for query in queries.captured_queries if deferred_load in query["sql"]]
+    totals = metric_counters.totals()
+    assert set(Notification.objects.filter(pk__in=ids).values_list("state", flat=True)) == {State.QUEUED}  # retries
+    assert (provider_reads, totals["state", "standard", "sending"], totals["attempt", "twilio", "transient"]) == (
+        [],
+        40,
+        40,
+    )
+    assert totals["state", "standard", "queued"] == 40  # each retry (the rows were made outside the capture)

@@ -43,6 +43,11 @@ def test_the_example_file_routes_sms_to_twilio_then_vonage(use_file, monkeypatch
          "provider 't': token_env names $NOTIFY_TEST_UNSET, which is not set"),
         ('[providers.t]\nrate = "fast"\n', "provider 't': could not convert string to float: 'fast'"),
         ("[channels\n", "Expected ']' at the end of a table declaration (at line 1, column 10)"),
+        # A name is a label in Redis fields split on "|" (metric counters, sent-markers) and in Prometheus.
+        ('[providers."tw|lio"]\ntype = "twilio"\n',
+         "provider 'tw|lio': a name is 1 to 32 lowercase letters, digits, '.', '_' or '-' (e.g. twilio-backup)"),
+        ('[providers.Twilio]\ntype = "twilio"\n',
+         "provider 'Twilio': a name is 1 to 32 lowercase letters, digits, '.', '_' or '-' (e.g. twilio-backup)"),
     ],
 )  # fmt: skip
 def test_a_broken_file_is_refused_with_a_reason(use_file, tmp_path, toml, message):

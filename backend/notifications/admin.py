@@ -4,7 +4,7 @@ from datetime import timedelta
 from django.contrib import admin, messages
 from django.contrib.admin import widgets
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.db import IntegrityError, models
+from django.db import IntegrityError, models, transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -74,10 +74,16 @@ class UniqueRaceAnswered:
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
-        except IntegrityError:
-            if request.method != "POST":
+        except IntegrityError as exc:
+            if request.method != "POST" or not _unique_violation(exc):
                 raise
             return super().changeform_view(request, object_id, form_url, extra_context)
+
+
+def _unique_violation(exc: IntegrityError) -> bool:
+    """Whether ``exc`` is a UNIQUE refusing a duplicate (SQLSTATE 23505; SQLite's own message), not another rule."""
+    cause = exc.__cause__
+    return getattr(cause, "sqlstate", None) == "23505" or str(exc).startswith("UNIQUE constraint failed")
 
 
 # What Django's own list filters (after a field's name) and date hierarchy put in a change list's URL.
@@ -351,7 +357,9 @@ class ApiClientAdmin(UniqueRaceAnswered, DeletableWhileUnused, ListedFiltersOnly
         key = None if change else obj.set_new_key()
         super().save_model(request, obj, form, change)
         if key:
-            messages.warning(request, f"API key for {obj.name} (shown once, copy it now): {key}")
+            # Once committed: a save rolled back after this (and tried again) never shows a key that is not stored.
+            message = f"API key for {obj.name} (shown once, copy it now): {key}"
+            transaction.on_commit(lambda: messages.warning(request, message))
 
     def in_use(self, obj: ApiClient) -> bool:
         return Notification.objects.filter(client=obj).exists()

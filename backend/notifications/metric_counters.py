@@ -7,8 +7,9 @@ transaction has committed:
 
 - ``("accepted", tier)``: rows made (their first state, whatever it is: queued, scheduled, suppressed);
 - ``("state", tier, state)``: rows that entered ``state``;
-- ``("outcome", provider, state)``: rows that entered ``sent``, ``delivered``, ``undelivered`` or
-  ``failed`` naming the provider that had them;
+- ``("outcome", provider, state)``: rows that entered ``sent``, ``delivered`` or ``undelivered``,
+  by the provider that took them (a row names its provider once sent; failures per provider are
+  the ``attempt`` results);
 - ``("attempt", provider, result)``: provider calls whose result was recorded;
 - ``("latency", tier, bucket)``: accept (or ``send_at``) → sent, per ``LATENCY_BUCKETS`` bucket
   (``le_<seconds>``), with ``count`` and ``sum_us`` (microseconds, to stay an integer).
@@ -42,8 +43,8 @@ HASH = "notify:metrics"
 # a deferred or retried standard notification in the last ones.
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
-# States a provider's name goes with: where a provider's traffic ended up.
-OUTCOMES = (State.SENT, State.DELIVERED, State.UNDELIVERED, State.FAILED)
+# States a provider's name goes with: where the traffic a provider took ended up.
+OUTCOMES = (State.SENT, State.DELIVERED, State.UNDELIVERED)
 
 Key = tuple[str, ...]
 
@@ -116,7 +117,7 @@ def _store(counts: dict[Key, int]) -> None:
 def _store_in_database(counts: dict[Key, int]) -> None:
     table = connection.ops.quote_name(MetricCounter._meta.db_table)
     rows = sorted(("|".join(key), n) for key, n in counts.items())  # one order: two writers never deadlock
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:  # one commit, not one per counter
         cursor.executemany(
             f"INSERT INTO {table} (name, value) VALUES (%s, %s)"
             f" ON CONFLICT (name) DO UPDATE SET value = {table}.value + excluded.value",

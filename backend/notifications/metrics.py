@@ -83,7 +83,7 @@ def _providers(totals: dict[Key, int]) -> Iterator[Metric]:
         attempts.add_metric(list(labels), n)
     outcomes = CounterMetricFamily(
         "notify_provider_outcomes",
-        "Notifications that entered sent, delivered, undelivered or failed, by the provider that had them.",
+        "Notifications that entered sent, delivered or undelivered, by the provider that took them.",
         labels=["provider", "state"],
     )
     for labels, n in sorted(_labelled(totals, "outcome").items()):

@@ -23,7 +23,10 @@ def record_state_change(notification: Notification, from_state: str, to_state: s
     ``notification.priority`` and ``provider`` label the count (``metric_counters``), and a move to
     ``sent`` adds its latency from ``due_at`` to ``sent_at``: set them first.
     """
-    counts = metric_counters.entered(notification.priority, from_state, to_state, provider=notification.provider)
+    # A batch loads its rows without ``provider`` (set only by the move to sent): reading it here would cost
+    # a query per failed row, for a label only a sent or later row has.
+    provider = "" if "provider" in notification.get_deferred_fields() else notification.provider
+    counts = metric_counters.entered(notification.priority, from_state, to_state, provider=provider)
     if to_state == State.SENT and notification.sent_at:
         counts.update(metric_counters.sent_latency(notification.priority, notification.due_at, notification.sent_at))
     metric_counters.add(counts)

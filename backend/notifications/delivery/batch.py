@@ -424,16 +424,13 @@ def _mark_sent(wave: list[Item], accepted: list[Item], provider: str) -> None:
 
 
 def _counted(wave: list[Item], results: dict[int, str], moved: set[str], provider: str, sent_at: datetime) -> Counter:
-    """What a recorded wave adds to the /metrics counters: one Redis pipeline for the whole wave.
+    """What a recorded wave adds to the /metrics counters (one Redis pipeline): each attempt's result, the rows sent.
 
-    Its claim (every item of the wave was claimed: queued → sending) is counted here rather than
-    at the claim, which saves a round trip a wave; a worker that dies mid-call loses that count.
-    Then each attempt's result, and the rows now sent with their latency.
+    The claim counted its own move to ``sending`` (``_claim``), whatever happens to the wave after it.
     """
     counts: Counter = Counter()
     for item in wave:
         tier = item.notification.priority
-        counts.update(metric_counters.entered(tier, State.QUEUED, State.SENDING))
         counts["attempt", provider, results[item.attempt_id]] += 1
         if item.id in moved:
             counts.update(metric_counters.entered(tier, State.SENDING, State.SENT, provider=provider))
@@ -468,6 +465,7 @@ def _claim(wave: list[Item], tier: str, provider: str) -> set[str]:
             mine = [row for row in rows if str(row["notification_id"]) in won]
             keys = [str(row["notification_id"]) for row in mine]
             attempts = dict(zip(keys, insert_rows(Attempt, mine, "id"), strict=True))
+    metric_counters.add(metric_counters.entered(tier, State.QUEUED, State.SENDING, len(attempts)))
     for item in wave:
         if item.id in attempts:
             item.attempt_id = attempts[item.id]

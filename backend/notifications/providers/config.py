@@ -22,6 +22,7 @@ smtp, fake-sms, fake-push) with no budget. README documents the format::
 """
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -31,6 +32,10 @@ from typing import Any
 from django.conf import settings
 
 _GENERAL = {"type", "rate", "burst", "high_share", "concurrency", "timeout"}
+
+# A provider's name is a label in Redis keys and fields ("|" separates a metric counter's labels, sent-markers
+# hold "provider|reference"), in Prometheus and in the attempt rows: lowercase letters, digits, ".", "_", "-".
+_NAME = re.compile(r"\A[a-z0-9][a-z0-9._-]{0,31}\Z")
 
 
 class ProvidersFileError(ValueError):
@@ -75,6 +80,10 @@ def _resolve_env(options: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _provider(name: str, table: dict[str, Any]) -> ProviderConfig:
+    if not _NAME.match(name):
+        raise ProvidersFileError(
+            f"provider {name!r}: a name is 1 to 32 lowercase letters, digits, '.', '_' or '-' (e.g. twilio-backup)"
+        )
     options = _resolve_env({k: v for k, v in table.items() if k not in _GENERAL}, name)
     try:
         share = float(table.get("high_share", 0.0))
