@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend.notifications import metric_counters
 from backend.notifications.delivery import breaker, dispatch, shared_state
-from backend.notifications.models import DeadLetter, Notification, State
+from backend.notifications.models import BreakerEvent, DeadLetter, Notification, State
 from backend.notifications.queues import HUEYS
 from backend.stubs.smtp_sink import free_port
 from campaigns import fanout
@@ -168,3 +168,16 @@ def test_a_running_campaigns_scheduled_rows_are_counted(client, marketer, approv
 
     assert waiting == 3
     assert value(scrape(client), "notify_notifications", tier="standard", state="scheduled") == waiting
+
+
+def test_without_redis_a_breaker_is_what_the_workers_last_recorded(client, settings):
+    """The embedded default's workers each keep their own breaker; the web process, which calls no provider, none."""
+    settings.REDIS_URL = ""
+    BreakerEvent.objects.create(provider="smtp", from_state="closed", to_state="open", reason="5 consecutive failures")
+    BreakerEvent.objects.create(provider="smtp", from_state="open", to_state="half-open", reason="cool-down over")
+
+    samples = scrape(client)
+
+    assert value(samples, "notify_breaker_state", provider="smtp", state="half-open") == 1
+    assert value(samples, "notify_breaker_state", provider="smtp", state="open") == 0
+    assert value(samples, "notify_breaker_state", provider="fake-sms", state="closed") == 1

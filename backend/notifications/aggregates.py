@@ -20,8 +20,8 @@ from django.db.models import Aggregate, Count, DateTimeField, DurationField, Exp
 from django.db.models.functions import Coalesce, Greatest, Trunc
 
 from backend.notifications.delivery import breaker
-from backend.notifications.delivery.shared_state import RedisUnavailable, guard
-from backend.notifications.models import Attempt, DeadLetter, Notification, State, StateChange
+from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
+from backend.notifications.models import Attempt, BreakerEvent, DeadLetter, Notification, State, StateChange
 from backend.notifications.models.kind import Channel, Priority
 from backend.notifications.providers.config import ProvidersFileError, providers_config
 
@@ -271,7 +271,14 @@ def configured_providers() -> list[str]:
 
 
 def breaker_states(providers: list[str]) -> dict[str, str]:
-    """Each provider's circuit breaker now: closed, open, half-open, or unknown while Redis is unreachable."""
+    """Each provider's circuit breaker now: closed, open, half-open, or unknown while Redis is unreachable.
+
+    Without Redis (the embedded default) each worker process keeps its own breaker and the web process
+    none, so the state is the last change any of them recorded (``BreakerEvent``; closed before the first).
+    """
+    if redis_client() is None:
+        events = BreakerEvent.objects.order_by("-at", "-pk").values_list("to_state", flat=True)
+        return {name: events.filter(provider=name).first() or breaker.CLOSED for name in providers}
     try:
         with guard("breaker state for the dashboard"):
             return {name: breaker.state(name) for name in providers}

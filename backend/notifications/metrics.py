@@ -144,7 +144,7 @@ def _queues() -> Iterator[Metric]:
     for tier, n in aggregates.queued_now().items():
         depth.add_metric([tier], n)
     yield depth
-    tasks = GaugeMetricFamily("notify_queue_tasks", "Tasks waiting in the tier's Huey queue (Redis).", labels=["tier"])
+    tasks = GaugeMetricFamily("notify_queue_tasks", "Tasks waiting in the tier's Huey queue.", labels=["tier"])
     try:
         with guard("queue length for /metrics"):
             for tier, huey in HUEYS.items():
