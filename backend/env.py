@@ -21,10 +21,21 @@ class EnvError(ValueError):
 
 
 def env_str(name: str, default: str = "") -> str:
-    """Return ``$NAME`` (or the contents of the file named by ``$NAME_FILE``)."""
+    """Return ``$NAME`` (or the contents of the file named by ``$NAME_FILE``, stripped).
+
+    Raises ``EnvError`` when ``$NAME_FILE`` names a file that cannot be read or holds nothing: a
+    secret mounted wrong must stop start-up, not turn into "unset" (``NOTIFY_METRICS_TOKEN`` would
+    quietly go from a token to loopback only).
+    """
     path = os.environ.get(f"{name}_FILE")
     if path:
-        return Path(path).read_text().strip()
+        try:
+            value = Path(path).read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EnvError(f"{name}_FILE={path}: {getattr(exc, 'strerror', None) or exc}") from None
+        if not value:
+            raise EnvError(f"{name}_FILE={path}: the file is empty")
+        return value
     return os.environ.get(name, default)
 
 

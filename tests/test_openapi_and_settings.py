@@ -151,3 +151,15 @@ def test_closed_sets_are_enumerated_from_what_the_server_accepts(client, db):
         assert properties["language"]["allOf"][0]["$ref"] == "#/components/schemas/LanguageEnum"
         assert properties["time_zone"]["allOf"][0]["$ref"] == "#/components/schemas/TimeZoneEnum"
     assert schemas["SmsTextRequest"]["properties"]["provider"]["allOf"][0]["$ref"].endswith("/ProviderEnum")
+
+
+def test_a_secret_file_that_is_missing_or_empty_stops_start_up_naming_the_variable(monkeypatch, tmp_path):
+    from backend.env import env_str
+
+    monkeypatch.setenv("X_SECRET_FILE", str(tmp_path / "absent"))
+    with pytest.raises(EnvError, match=re.escape(f"X_SECRET_FILE={tmp_path / 'absent'}: No such file or directory")):
+        env_str("X_SECRET")
+    (tmp_path / "blank").write_text(" \n")
+    monkeypatch.setenv("X_SECRET_FILE", str(tmp_path / "blank"))
+    with pytest.raises(EnvError, match=re.escape(f"X_SECRET_FILE={tmp_path / 'blank'}: the file is empty")):
+        env_str("X_SECRET")
