@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from backend.notifications import masking
-from backend.notifications.admin import ListedFiltersOnly
+from backend.notifications.admin import CreatedWithin, ListedFiltersOnly
 from inbox.models import InboxMessage
 
 
@@ -14,7 +14,8 @@ class InboxMessageAdmin(ListedFiltersOnly, admin.ModelAdmin):
     """
 
     list_display = ["id", "recipient", "kind", "shown_title", "created_at", "read_at", "archived_at"]
-    list_filter = ["kind"]
+    list_filter = [CreatedWithin, "kind"]
+    show_full_result_count = False  # messages are never purged: "3 of N total" counted all of them
     search_fields = ["recipient__user_id"]
     list_select_related = ["recipient", "notification__kind"]
     fields = [

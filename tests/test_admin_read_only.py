@@ -318,3 +318,21 @@ def test_a_save_that_fails_on_another_rule_is_not_tried_again_and_shows_no_key(c
     page = client.get("/admin/notifications/apiclient/")
     assert (calls, ApiClient.objects.count()) == (["audit"], 0)
     assert "API key for" not in page.content.decode()
+
+
+def test_the_inbox_message_list_shows_the_last_day_unless_asked_for_a_wider_window(client):
+    """In-app messages are never purged: the admin reads a window of them through their created_at BRIN."""
+    layla = Recipient.objects.get(user_id="u-ar-1")
+    now = timezone.now()
+    new, old = (
+        InboxMessage.objects.create(recipient=layla, kind="shipped", title=title, created_at=now - age)
+        for title, age in (("new", timedelta(hours=2)), ("old", timedelta(days=40)))
+    )
+    logged_in(client, "support")
+
+    def listed(query: str) -> list[int]:
+        page = client.get(f"/admin/inbox/inboxmessage/{query}")
+        assert page.status_code == 200
+        return sorted(message.pk for message in page.context["cl"].result_list)
+
+    assert (listed(""), listed("?within=hour"), listed("?within=all")) == ([new.pk], [], sorted([new.pk, old.pk]))

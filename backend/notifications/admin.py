@@ -132,8 +132,8 @@ class CreatedWithin(admin.SimpleListFilter):
 
     Such a list sorts its rows by time and counts them, which over the whole history (90 days, millions
     of rows) read and sorted every row at each page: 0.9 s at 1,000,000 notifications. A window is
-    found through a BRIN index on ``field`` (notifications migrations 0021 and 0028), so a page costs
-    what that window holds. "Any time" reads everything, when someone asks for it; the support
+    found through a BRIN index on ``field`` (notifications migrations 0021 and 0028, inbox 0003), so
+    a page costs what that window holds. "Any time" reads everything, when someone asks for it; the support
     explorer (``/support/``) finds one notification by its indexed keys at any age.
     """
 
