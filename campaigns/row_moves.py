@@ -37,21 +37,6 @@ def move_with_history(
     them); ``at`` is the history rows' instant as the database takes it
     (``connection.ops.adapt_datetimefield_value``).
     """
-    moved = _move_with_history(rows_sql, rows_params, set_sql, set_params, from_state, to_state, reason, at)
-    metric_counters.add(metric_counters.entered(Priority.STANDARD, from_state, to_state, moved))
-    return moved
-
-
-def _move_with_history(
-    rows_sql: str,
-    rows_params: list,
-    set_sql: str,
-    set_params: list,
-    from_state: str,
-    to_state: str,
-    reason: str,
-    at: Any,
-) -> int:
     notification, history = Notification._meta.db_table, StateChange._meta.db_table
     into = f"INSERT INTO {history} (notification_id, from_state, to_state, reason, at)"
     with transaction.atomic(), connection.cursor() as cursor:
@@ -65,16 +50,18 @@ def _move_with_history(
                 f" AND id = ANY(ARRAY({rows_sql})) RETURNING id) {into} SELECT id, %s, %s, %s, %s FROM moved",
                 [*set_params, from_state, *rows_params, from_state, to_state, reason, at],
             )
-            return cursor.rowcount
-        chosen = f"SELECT m.id FROM {notification} m WHERE m.state = %s AND m.id IN ({rows_sql})"
-        cursor.execute(f"{into} SELECT id, %s, %s, %s, %s FROM ({chosen}) c", [
-            from_state, to_state, reason, at, from_state, *rows_params,
-        ])  # fmt: skip
-        moved = cursor.rowcount
-        cursor.execute(f"UPDATE {notification} SET {set_sql} WHERE id IN ({chosen})", [
-            *set_params, from_state, *rows_params,
-        ])  # fmt: skip
-        return moved
+            moved = cursor.rowcount
+        else:
+            chosen = f"SELECT m.id FROM {notification} m WHERE m.state = %s AND m.id IN ({rows_sql})"
+            cursor.execute(f"{into} SELECT id, %s, %s, %s, %s FROM ({chosen}) c", [
+                from_state, to_state, reason, at, from_state, *rows_params,
+            ])  # fmt: skip
+            moved = cursor.rowcount
+            cursor.execute(f"UPDATE {notification} SET {set_sql} WHERE id IN ({chosen})", [
+                *set_params, from_state, *rows_params,
+            ])  # fmt: skip
+        metric_counters.add(metric_counters.entered(Priority.STANDARD, from_state, to_state, moved))
+    return moved
 
 
 def stop_unsent(
