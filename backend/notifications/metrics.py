@@ -103,7 +103,7 @@ def _breakers() -> Metric:
     return breakers
 
 
-def _unfinished() -> Metric:
+def _unfinished(queued: dict[str, int]) -> Metric:
     """Notifications queued, scheduled or sending now, per tier: each count read through a partial index.
 
     Finished rows are never read: queued and sending rows are those of the tier-queue and lease
@@ -114,7 +114,7 @@ def _unfinished() -> Metric:
         "notify_notifications", "Notifications queued, scheduled or sending now.", labels=["tier", "state"]
     )
     now: dict[tuple[str, str], int] = {(tier, state): 0 for tier in Priority.values for state in _UNFINISHED}
-    for tier, n in aggregates.queued_now().items():
+    for tier, n in queued.items():
         now[tier, State.QUEUED] = n
     unfinished = Notification.objects.order_by()
     for state, rows in (
@@ -138,10 +138,10 @@ def _unfinished() -> Metric:
 _UNFINISHED = (State.QUEUED, State.SCHEDULED, State.SENDING)
 
 
-def _queues() -> Iterator[Metric]:
-    """Queued rows per tier (PostgreSQL, the truth) and tasks waiting in each Huey queue (Redis)."""
+def _queues(queued: dict[str, int]) -> Iterator[Metric]:
+    """Queued rows per tier (PostgreSQL, the truth: ``queued``) and tasks waiting in each Huey queue."""
     depth = GaugeMetricFamily("notify_queue_depth", "Notifications in state queued per tier.", labels=["tier"])
-    for tier, n in aggregates.queued_now().items():
+    for tier, n in queued.items():
         depth.add_metric([tier], n)
     yield depth
     tasks = GaugeMetricFamily("notify_queue_tasks", "Tasks waiting in the tier's Huey queue.", labels=["tier"])
@@ -172,9 +172,10 @@ class NotifyCollector(Collector):
             yield from _tiers(totals)
             yield _latency(totals)
             yield from _providers(totals)
-        yield _unfinished()
+        queued = aggregates.queued_now()  # one count serves both families
+        yield _unfinished(queued)
         yield _breakers()
-        yield from _queues()
+        yield from _queues(queued)
         yield from _dead_letters()
 
 
