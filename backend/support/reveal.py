@@ -21,12 +21,8 @@ def reveal(user: AbstractBaseUser, recipient: Recipient, field: str, notificatio
         raise ValueError(f"Only a phone number or an email address can be revealed, not {field!r}.")
     if not user.has_perm(REVEAL):
         raise PermissionDenied
-    # Retention may be deleting that notification at this moment: its lock makes this wait for the delete, and
-    # the reveal is then audited against the person alone (not a foreign-key error at commit, a 500).
-    if (
-        notification is not None
-        and not Notification.objects.select_for_update(no_key=True).filter(pk=notification.pk).exists()
-    ):
+    # Retention may be deleting that notification at this moment: the reveal is then audited against the person alone.
+    if notification is not None and not Notification.hold(notification.pk):
         notification = None
     ContactReveal.objects.create(
         user=user, username=user.get_username(), recipient=recipient, recipient_user_id=recipient.user_id,

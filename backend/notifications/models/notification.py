@@ -165,6 +165,17 @@ class Notification(models.Model):
         """When it was due: accepted, or its ``send_at`` if later (quiet hours, a schedule), as ``due_to_sent``."""
         return max(self.created_at, self.send_at or self.created_at)
 
+    @classmethod
+    def hold(cls, pk) -> bool:
+        """Lock the notification ``pk`` until the transaction ends, against retention's delete; False if it is gone.
+
+        A writer adding a row that refers to a notification (a delivery receipt, a reveal's audit) calls
+        this first, inside its transaction: retention locks what it deletes (``retention.py``), so this
+        waits for such a delete, and a row gone is then the caller's to report rather than a foreign-key
+        error at commit. ``FOR NO KEY UPDATE``, so state moves of the row do not wait for it.
+        """
+        return cls.objects.select_for_update(no_key=True).filter(pk=pk).exists()
+
     def is_expired(self, now: datetime | None = None) -> bool:
         return (now or timezone.now()) > self.valid_until
 

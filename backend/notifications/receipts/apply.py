@@ -56,9 +56,8 @@ def apply(provider_names: list[str], receipt: ProviderReceipt) -> str:
     if notification is None:
         return _unknown(provider_names, receipt)
     with transaction.atomic():
-        # Retention may be deleting the row at this moment: its lock makes this wait for the delete, and a
-        # receipt for a row gone is unknown (not a foreign-key error at commit, and a 500 to the provider).
-        if not Notification.objects.select_for_update(no_key=True).filter(pk=notification.pk).exists():
+        # Retention may be deleting the row at this moment: a receipt for a row gone is unknown.
+        if not Notification.hold(notification.pk):
             return _unknown(provider_names, receipt)
         if not _keep(notification, receipt):
             return "duplicate"
