@@ -17,7 +17,9 @@ from backend.notifications import actions, idempotency
 from backend.notifications.api import answers, plain_send
 from backend.notifications.api.serializers import AcceptedSerializer, BatchItemSerializer, SendRequestSerializer
 from backend.notifications.models import Attempt, Notification, Recipient, StateChange
+from backend.notifications.queues import HUEYS
 from tests.conftest import pending
+from tests.plans_setup import analyze, copies_of, plan_of
 from tests.processes import run_embedded
 
 URL = "/api/v1/notifications/batch"
@@ -382,6 +384,54 @@ def test_a_batch_marks_its_keys_seen_in_one_redis_command(
     scope = actions.scope_of(orders_service[0])
     assert not idempotency.first_sighting(scope, "order-0-shipped")
     assert not idempotency.first_sighting(scope, "order-299-shipped")
+
+
+def test_keys_new_to_redis_are_not_looked_for_in_the_database(api, customers):
+    """Only the keys Redis may have seen are read back (idempotency.first_sightings), as for the single send."""
+    earlier = [shipped(user, n) for n, user in enumerate(customers[:3])]
+    post_batch(api, earlier)
+    items = [*earlier, *(shipped(user, n) for n, user in enumerate(customers[3:300], start=3))]
+
+    with CaptureQueriesContext(connection) as queries:
+        body = post_batch(api, items).json()
+
+    assert (body["accepted"], body["duplicates"]) == (297, 3)
+    reads = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT") and "-shipped" in q["sql"]]
+    assert len(reads) == 1
+    looked_for = re.findall(r"order-\d+-shipped", reads[0])
+    assert sorted(looked_for) == ["order-0-shipped", "order-1-shipped", "order-2-shipped"]
+
+
+def test_a_key_redis_forgot_is_still_answered_as_its_duplicate(api, orders_service, customers):
+    """Redis lost its keys (restarted empty, or past the TTL): the INSERT skips the row and its original answers."""
+    first = post_batch(api, [shipped(customers[0], 0)]).json()["results"][0]["body"]
+    HUEYS["high"].storage.conn.flushdb()
+
+    again = post_batch(api, [shipped(customers[0], 0), {**shipped(customers[1], 0), "params": {"order": "9"}}]).json()
+
+    assert [r["status"] for r in again["results"]] == [200, 422]
+    assert again["results"][0]["body"]["id"] == first["id"]
+    conflict = "'order-0-shipped' was already used for a different request; use a new key for a new event."
+    assert again["results"][1]["body"]["fields"] == {"idempotency_key": [conflict]}
+    assert Notification.objects.count() == 1
+
+
+def test_seen_keys_are_read_by_the_whole_index_key_whatever_the_statistics_say(api, orders_service, customers):
+    """Statistics taken while the client had sent little; then 20,000 rows of its own: each key is one index lookup."""
+    post_batch(api, [shipped(user, n) for n, user in enumerate(customers[:200])])
+    analyze()
+    first = Notification.objects.get(idempotency_key="order-0-shipped")
+    Notification.objects.bulk_create(copies_of(first, 20_000, "old"), batch_size=5000)
+
+    with CaptureQueriesContext(connection) as queries:
+        body = post_batch(api, [shipped(user, n) for n, user in enumerate(customers[:200])]).json()
+
+    assert body["duplicates"] == 200
+    (read,) = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT") and "-shipped" in q["sql"]]
+    plan = plan_of(read)
+    # Before: "Index Cond: (idempotency_scope = 'client:…')" alone, all 20,200 rows of the scope read and hashed.
+    assert "idempotency_key)::text = k.key" in plan, plan
+    assert "Hash Join" not in plan and "Seq Scan on notifications_notification" not in plan, plan
 
 
 def test_the_collector_rests_while_a_batch_is_accepted_and_runs_after(api, monkeypatch):

@@ -187,3 +187,19 @@ def test_the_velocity_alarm_fails_open(redis_down):
 
     policy._watch_velocity(Recipient.objects.get(user_id="u-ar-1"), 1_000_000.0)
     assert not VelocityAlarm.objects.exists()
+
+
+def test_a_batch_looks_for_every_key_in_postgresql_and_answers_each(api, redis_down):
+    """No key is certainly new without Redis (idempotency.first_sightings): stored ones answer as duplicates."""
+
+    def batch(orders):
+        items = [{"idempotency_key": f"order-{order}-shipped", "user_id": "u-en-1", "kind": "shipped",
+                  "params": {"order": str(order)}} for order in orders]  # fmt: skip
+        return api.post("/api/v1/notifications/batch", {"items": items}, format="json").json()
+
+    first = batch(range(3))
+    again = batch(range(6))
+
+    assert (first["accepted"], again["accepted"], again["duplicates"], again["errors"]) == (3, 3, 3, 0)
+    assert [r["body"]["id"] for r in again["results"][:3]] == [r["body"]["id"] for r in first["results"]]
+    assert Notification.objects.count() == 6

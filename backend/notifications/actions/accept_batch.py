@@ -3,7 +3,8 @@
 Each request gets the outcome ``accept`` would give it alone (new, duplicate of its original, or
 refused with its error) and one refused request never fails the others. The work is set-based:
 
-- reads: the originals of every key (one query), the kinds and the recipients (one each), the
+- reads: the originals of the keys Redis has seen before (``idempotency.first_sightings``: one
+  script for the batch; none for keys new to it, one query for the others), the kinds and the recipients (one each), the
   policy's facts (``policy.facts_for``: three), each distinct (kind, channel, language)'s template
   version once; the checks of each request then run in memory (its Redis rate limits aside);
 - writes: one ``INSERT … ON CONFLICT (idempotency_scope, idempotency_key) DO NOTHING RETURNING``
@@ -21,7 +22,9 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from backend.notifications import idempotency, policy, rendering
@@ -81,7 +84,8 @@ def _accept_round(
     Left open: the repeats of a key whose first request was refused, for the next round.
     """
     scope = scope_of(client)
-    originals = _originals(scope, {requests[i].idempotency_key for i in indexes})
+    keys = list(dict.fromkeys(requests[i].idempotency_key for i in indexes))
+    originals = _originals(scope, set(keys) - idempotency.first_sightings(scope, keys))
     firsts: dict[str, int] = {}
     repeats: list[int] = []
     for i in indexes:
@@ -107,12 +111,34 @@ def _accept_round(
 
 def _originals(scope: str, keys: set[str]) -> dict[str, Notification]:
     """The stored notifications of ``keys`` in ``scope``, loaded as the single endpoint answers them."""
+    if not keys:
+        return {}
     found = (
         Notification.objects.select_related("recipient", "kind", "template_version__kind")
         .prefetch_related("state_changes", "attempts")
-        .filter(idempotency_scope=scope, idempotency_key__in=in_array(keys, "text"))
+        .filter(_by_key(scope, keys))
     )
     return {notification.idempotency_key: notification for notification in found}
+
+
+def _by_key(scope: str, keys: set[str]) -> Q:
+    """The rows of ``keys`` in ``scope``, each looked up by both columns of the idempotency index.
+
+    On PostgreSQL a LATERAL lookup per key (``LIMIT 1`` keeps the planner from flattening it into a
+    join): with ``key IN (…)``, statistics taken while a client had sent little made the planner read
+    every row of the client's scope through the index's first column and hash them, 59 ms for 1,000
+    keys among the client's 200,000 rows and growing with its history; 3.5 ms this way.
+    """
+    if connection.vendor != "postgresql":
+        return Q(idempotency_scope=scope, idempotency_key__in=list(keys))
+    meta, quote = Notification._meta, connection.ops.quote_name
+    pk = quote(meta.pk.column)
+    lookup = (
+        f"SELECT n.{pk} FROM unnest(%s::text[]) AS k(key) CROSS JOIN LATERAL "
+        f"(SELECT {pk} FROM {quote(meta.db_table)} WHERE {quote(meta.get_field('idempotency_scope').column)} = %s "
+        f"AND {quote(meta.get_field('idempotency_key').column)} = k.key LIMIT 1) AS n"
+    )
+    return Q(pk__in=RawSQL(lookup, [list(keys), scope]))
 
 
 def _as_duplicate(
@@ -142,8 +168,6 @@ def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcom
         _enqueue_on_commit([prepared.notification for prepared in rows if prepared.notification.pk in inserted])
     lost = {p.notification.idempotency_key for p in rows if p.notification.pk not in inserted}
     winners = _originals(scope_of(client), lost) if lost else {}
-    keys = [request.idempotency_key for request in requests]
-    transaction.on_commit(lambda: idempotency.mark_seen(scope_of(client), keys))
     settled = zip(requests, checked, strict=True)
     return [_settled(request, outcome, inserted, changes, winners) for request, outcome in settled]
 
