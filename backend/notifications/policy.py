@@ -15,12 +15,15 @@ rate limits fail OPEN (an outage sends a little more marketing rather than
 dropping transactional mail).
 """
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import connection
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from backend.notifications import pricing, quiet_hours, rate_limits
@@ -136,23 +139,74 @@ def facts_for(pairs: list[tuple[Kind, Recipient]], now: datetime) -> dict[tuple[
 
 
 def _campaign_events_of(recipients: set[int], kinds: list[Kind], now: datetime) -> dict[tuple[int, str], list[float]]:
-    """``campaign_events`` for many recipients and categories at once: ``{(recipient_id, category): [epoch, …]}``."""
+    """``campaign_events`` for many recipients and categories at once: ``{(recipient_id, category): [epoch, …]}``.
+
+    On PostgreSQL each recipient's rows are read by the (recipient, created_at) index, one LATERAL
+    lookup per recipient (``OFFSET 0`` keeps the planner from flattening it into a join). With
+    ``recipient IN (…)``, statistics taken before a large campaign made the planner read every
+    campaign row through the campaign index and hash them: 207 ms a batch of 1,000 recipients
+    among 1,000,000 campaign rows, 5 ms this way.
+    """
     widest = {kind.category: widest_window(kind) for kind in kinds}
     categories = [category for category, seconds in widest.items() if seconds]
     if not categories:
         return {}
     since = now - timedelta(seconds=max(widest.values()))
-    made = Notification.objects.filter(
-        recipient__in=in_array(recipients, "bigint"), campaign__isnull=False, kind__category__in=categories,
-        priority=Priority.STANDARD, created_at__gt=since,
-    ).exclude(state=State.SUPPRESSED)  # fmt: skip
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _campaign_events_sql(),
+                [list(recipients), categories, Priority.STANDARD, since, State.SUPPRESSED],
+            )
+            rows = cursor.fetchall()
+    else:
+        rows = (
+            _campaign_rows()
+            .filter(recipient__in=recipients, kind__category__in=categories, created_at__gt=since)
+            .order_by("created_at")
+            .values_list("recipient_id", "kind__category", "created_at")
+        )
     out: dict[tuple[int, str], list[float]] = {}
-    for recipient_id, category, at in made.order_by("created_at").values_list(
-        "recipient_id", "kind__category", "created_at"
-    ):
+    for recipient_id, category, at in rows:
         if at.timestamp() > now.timestamp() - widest[category]:
             out.setdefault((recipient_id, category), []).append(at.timestamp())
     return out
+
+
+def _campaign_rows() -> QuerySet:
+    """The notifications a campaign made that count against the user rate limits: standard tier, not suppressed.
+
+    "Made by a campaign" is written ``campaign_id + 0 IS NOT NULL``, a condition the campaign index
+    (partial on ``campaign_id IS NOT NULL``) cannot serve: a recipient's rows are to be found by the
+    (recipient, created_at) index. Statistics taken before a first large campaign counted almost no
+    campaign rows, and the planner read all of them through that index for each recipient asked.
+    """
+    return (
+        Notification.objects.alias(campaign_made=F("campaign_id") + 0)
+        .filter(campaign_made__isnull=False, priority=Priority.STANDARD)
+        .exclude(state=State.SUPPRESSED)
+    )
+
+
+@functools.cache
+def _campaign_events_sql() -> str:
+    """``_campaign_events_of``'s statement on PostgreSQL: ``_campaign_rows`` of each recipient, one lookup each."""
+    notification, kind = Notification._meta, Kind._meta
+    q = connection.ops.quote_name
+
+    def col(meta, name: str) -> str:
+        return q(meta.get_field(name).column)
+
+    return (
+        "SELECT r.id, ev.category, ev.created_at FROM unnest(%s::bigint[]) AS r(id) CROSS JOIN LATERAL ("
+        f"SELECT nk.{col(kind, 'category')} AS category, n.{col(notification, 'created_at')} AS created_at "
+        f"FROM {q(notification.db_table)} n "
+        f"JOIN {q(kind.db_table)} nk ON nk.{col(kind, 'id')} = n.{col(notification, 'kind')} "
+        f"WHERE n.{col(notification, 'recipient')} = r.id AND n.{col(notification, 'campaign')} + 0 IS NOT NULL "
+        f"AND nk.{col(kind, 'category')} = ANY(%s::text[]) AND n.{col(notification, 'priority')} = %s "
+        f"AND n.{col(notification, 'created_at')} > %s AND n.{col(notification, 'state')} <> %s OFFSET 0) AS ev "
+        "ORDER BY ev.created_at"
+    )
 
 
 def address_problem(recipient: Recipient, channel: str, has_device: bool | None = None) -> str:
@@ -257,10 +311,9 @@ def campaign_events(kind: Kind, recipient: Recipient, since: float) -> list[floa
     (``campaigns/fanout._over_rate_limit_table``: standard priority, not suppressed), so both see the
     same total. One query over the (recipient, created_at) index.
     """
-    made = Notification.objects.filter(
-        recipient=recipient, campaign__isnull=False, kind__category=kind.category, priority=Priority.STANDARD,
-        created_at__gt=datetime.fromtimestamp(since, tz=UTC),
-    ).exclude(state=State.SUPPRESSED)  # fmt: skip
+    made = _campaign_rows().filter(
+        recipient=recipient, kind__category=kind.category, created_at__gt=datetime.fromtimestamp(since, tz=UTC)
+    )
     return [at.timestamp() for at in made.order_by("created_at").values_list("created_at", flat=True)]
 
 
