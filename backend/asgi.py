@@ -8,17 +8,21 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from backend.env import exit_on_configuration_error
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
-django_asgi_app = get_asgi_application()
+with exit_on_configuration_error():
+    django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.conf import settings  # noqa: E402
+# Imported after the set-up above: they need the app registry.
+from channels.auth import AuthMiddlewareStack
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
+from django.conf import settings
 
-from backend.body_limit import BodyLimit, upload_limits  # noqa: E402
-from backend.static_files import ASGIStaticFiles as StaticFiles  # noqa: E402
-from inbox.routing import websocket_urlpatterns  # noqa: E402
+from backend.body_limit import BodyLimit, upload_limits
+from backend.static_files import ASGIStaticFiles as StaticFiles
+from inbox.routing import websocket_urlpatterns
 
 # nginx serves /static/ in production; the embedded demo has no nginx.
 http_app = StaticFiles(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app

@@ -7,6 +7,9 @@ credentials), which wins over ``NAME``.
 """
 
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -18,6 +21,20 @@ _FALSE = {"0", "false", "off", ""}
 
 class EnvError(ValueError):
     """An environment variable holds a value its reader cannot accept."""
+
+
+@contextmanager
+def exit_on_configuration_error() -> Iterator[None]:
+    """Around loading the settings: an ``EnvError`` ends the process with one line and status 2, not a traceback.
+
+    For the entry points an operator starts (``manage.py``, the web and WebSocket servers' modules):
+    the line names the variable and what it expected, which is all there is to fix.
+    """
+    try:
+        yield
+    except EnvError as exc:
+        sys.stderr.write(f"Configuration error: {exc}\n")
+        raise SystemExit(2) from None
 
 
 def env_str(name: str, default: str = "") -> str:

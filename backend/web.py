@@ -17,15 +17,19 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from backend.env import exit_on_configuration_error
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "backend.settings")
-django_wsgi_app = get_wsgi_application()
+with exit_on_configuration_error():
+    django_wsgi_app = get_wsgi_application()
 
-from django.conf import settings  # noqa: E402  (after the set-up above)
-from granian.utils.proxies import wrap_wsgi_with_proxy_headers  # noqa: E402
+# Imported after the set-up above: they need the app registry.
+from django.conf import settings
+from granian.utils.proxies import wrap_wsgi_with_proxy_headers
 
-from backend.body_limit import WSGIBodyLimit, upload_limits  # noqa: E402
-from backend.client_address import ClientAddressCheck  # noqa: E402
-from backend.static_files import WSGIStaticFiles  # noqa: E402
+from backend.body_limit import WSGIBodyLimit, upload_limits
+from backend.client_address import ClientAddressCheck
+from backend.static_files import WSGIStaticFiles
 
 # The proxies whose X-Forwarded-For names the client: uvicorn's variable, so one setting serves both.
 FORWARDED_ALLOW_IPS = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")

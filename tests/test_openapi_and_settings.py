@@ -1,10 +1,16 @@
 """The published OpenAPI schema and the strict environment readers."""
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from backend.env import EnvError, env_bool, env_database, env_int
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_openapi_schema_is_served_as_json_without_a_key(client, db):
@@ -163,3 +169,18 @@ def test_a_secret_file_that_is_missing_or_empty_stops_start_up_naming_the_variab
     monkeypatch.setenv("X_SECRET_FILE", str(tmp_path / "blank"))
     with pytest.raises(EnvError, match=re.escape(f"X_SECRET_FILE={tmp_path / 'blank'}: the file is empty")):
         env_str("X_SECRET")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["manage.py", "check"], ["-c", "import backend.web"], ["-c", "import backend.asgi"]],
+    ids=["manage.py", "web", "ws"],
+)
+def test_a_bad_setting_stops_each_entry_point_with_one_line(command):
+    """What an operator starts says which variable is wrong and what it expected, not a 40-line traceback."""
+    env = {**os.environ, "NOTIFY_BREAKER_FAILURE_RATE": "half"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    done = subprocess.run([sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 2
+    assert done.stderr == "Configuration error: NOTIFY_BREAKER_FAILURE_RATE='half': expected a number\n"
