@@ -81,3 +81,12 @@ def test_the_orm_lookup_of_one_recipient_reads_its_rows_by_its_index(stale_stati
     plan = plan_of(read)
     assert "notification_recipient_idx" in plan, plan
     assert "notification_campaign_idx" not in plan, plan
+
+
+def test_the_notification_table_is_analyzed_after_one_percent_of_it_changes(db):
+    """Migration 0029: autovacuum's default waits for 10 % of the table, days of stale statistics on a large one."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = %s", [Notification._meta.db_table])
+        (options,) = cursor.fetchone()
+
+    assert sorted(options) == ["autovacuum_analyze_scale_factor=0.01", "autovacuum_analyze_threshold=10000"]
