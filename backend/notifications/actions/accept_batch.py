@@ -3,10 +3,11 @@
 Each request gets the outcome ``accept`` would give it alone (new, duplicate of its original, or
 refused with its error) and one refused request never fails the others. The work is set-based:
 
-- reads: the originals of the keys Redis has seen before (``idempotency.first_sightings``: one
-  script for the batch; none for keys new to it, one query for the others), the kinds and the recipients (one each), the
-  policy's facts (``policy.facts_for``: three), each distinct (kind, channel, language)'s template
-  version once; the checks of each request then run in memory (its Redis rate limits aside);
+- reads: the originals of the keys Redis may have seen (``idempotency.first_sightings``, one
+  script for the batch, tells the certainly new ones; one query for the others), the kinds and the
+  recipients (one each), the policy's facts (``policy.facts_for``: three), each distinct (kind,
+  channel, language)'s template version once; the checks of each request then run in memory (its
+  Redis rate limits aside);
 - writes: one ``INSERT … ON CONFLICT (idempotency_scope, idempotency_key) DO NOTHING RETURNING``
   of every new row with their first StateChange rows (``accept_rows.insert_accepted``: one
   statement on PostgreSQL; on SQLite, the embedded default, chunks of its parameter limit);
