@@ -9,10 +9,11 @@ walked all of those to reach the running campaign's (111 ms behind 1,000,000 of 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from backend.notifications.models import Notification, Recipient, State
 from backend.notifications.queues import HUEYS
-from campaigns import actions, fanout
+from campaigns import actions, fanout, row_moves
 from campaigns.models import Campaign
 from tests.campaigns_setup import approved_and_started, list_segment
 from tests.plans_setup import analyze, copies_of, plan_of
@@ -84,4 +85,33 @@ def test_the_done_check_probes_the_campaign_index_when_the_campaign_is_much_of_t
     plan = plan_of(probe)
     assert "notification_campaign_idx" in plan, plan
     assert "Seq Scan" not in plan, plan
+    HUEYS["standard"].flush()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunk_of_a_cancel_reads_the_campaign_index_when_its_rows_lie_after_the_history(
+    demo_data, send, marketer, approver
+):
+    """Under LIMIT, a sequential scan was costed as if the campaign's rows were spread evenly: each chunk read the
+    whole history before them (row_moves.stop_unsent, behind a cancel, an end time and a pause)."""
+    response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}})
+    row = Notification.objects.get(pk=response.json()["id"])
+    Notification.objects.filter(pk=row.pk).update(state=State.SENT)
+    copy_in_sql(row, 100_000)
+    Recipient.objects.bulk_create(Recipient(user_id=f"fc-{n}", email=f"fc{n}@example.com") for n in range(20))
+    campaign = approved_and_started(marketer, approver, segment=list_segment([f"fc-{n}" for n in range(20)]))
+    assert fanout.fan_out(campaign.pk).created == 20
+    copy_in_sql(Notification.objects.filter(campaign=campaign).first(), 100_000)
+    analyze()
+
+    with CaptureQueriesContext(connection) as captured:
+        moved = row_moves.stop_unsent(campaign.pk, State.CANCELLED, "campaign-cancelled", timezone.now(), limit=1000)
+
+    assert moved == 1000
+    moves = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("WITH moved")]
+    assert len(moves) == 2  # from scheduled (none), then from queued
+    for move in moves:
+        plan = plan_of(move)
+        assert "notification_campaign_idx" in plan, plan
+        assert "Seq Scan" not in plan, plan
     HUEYS["standard"].flush()
