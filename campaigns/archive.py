@@ -15,8 +15,7 @@ from typing import Any
 
 from django.db import transaction
 
-from backend.notifications.models import Notification
-from campaigns import ledger, report
+from campaigns import ledger, report, row_moves
 from campaigns.actions import FINAL_STATES
 from campaigns.fanout import UNFINISHED
 from campaigns.models import Campaign, ScheduleMode
@@ -60,4 +59,4 @@ def freeze_finished(ended_before: datetime, now: datetime) -> list[int]:
 
 
 def _unfinished(campaign_id: int) -> bool:
-    return Notification.objects.filter(campaign_id=campaign_id, state__in=UNFINISHED).exists()
+    return row_moves.any_in(campaign_id, UNFINISHED)

@@ -858,7 +858,7 @@ def end_due(now: datetime | None = None, limit: int = BATCH) -> list[int]:
                 continue
             row_moves.stop_unsent(campaign.pk, State.EXPIRED, ENDED, now, fed_only=True, stamp="expired_at")
             row_moves.stop_unsent(campaign.pk, State.EXPIRED, ENDED, now, limit=limit, stamp="expired_at")
-            left = Notification.objects.filter(campaign=campaign, state__in=row_moves.UNSENT).exists()
+            left = row_moves.any_in(campaign.pk, row_moves.UNSENT)
             if (
                 not left
                 and not CampaignAudit.objects.filter(campaign=campaign, action=CampaignAudit.Action.END).exists()
@@ -920,23 +920,11 @@ def stop_cancelled(limit: int = BATCH) -> int:
 # --- 4. done -------------------------------------------------------------------------------------
 
 
-def _has_unfinished(campaign: Campaign) -> bool:
-    """Whether a row of ``campaign`` is still queued, scheduled or sending: one probe of the (campaign, state) index.
-
-    Ordered by the index's second column, so that no other plan can skip a sort: unordered (``EXISTS``,
-    ``LIMIT 1``), PostgreSQL took a sequential scan wherever the campaign was a large share of the
-    table, expecting an unfinished row at once, and read every row before the campaign's at the end
-    of the table, at each tick while it ran (tests/test_campaign_feed_plans.py).
-    """
-    unfinished = Notification.objects.filter(campaign=campaign, state__in=UNFINISHED).order_by("state")
-    return unfinished.values_list("pk", flat=True).first() is not None
-
-
 def finish_done() -> list[int]:
     """Mark done every running campaign whose fan-out finished and which has nothing left to send; their ids."""
     finished = []
     for campaign in Campaign.objects.filter(state=Campaign.State.RUNNING, fanned_out_at__isnull=False):
-        if _has_unfinished(campaign):
+        if row_moves.any_in(campaign.pk, UNFINISHED):
             continue
         counts = dict(
             Notification.objects.filter(campaign=campaign).order_by().values_list("state").annotate(n=Count("pk"))

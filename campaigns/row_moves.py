@@ -21,6 +21,18 @@ from backend.notifications.models import Notification, Priority, State, StateCha
 UNSENT = (State.QUEUED, State.SCHEDULED)
 
 
+def any_in(campaign_id: int, states: tuple[str, ...]) -> bool:
+    """Whether a row of ``campaign_id`` is in one of ``states`` (two or more): one probe of the (campaign, state) index.
+
+    Ordered by the index's state column, so that no other plan can skip a sort: unordered (``EXISTS``,
+    ``LIMIT 1``), PostgreSQL took a sequential scan wherever the campaign was a large share of the
+    table, expecting such a row at once, and read every row before the campaign's, at each tick
+    (tests/test_campaign_feed_plans.py). One state alone would be ``=``, and ordering by it free.
+    """
+    found = Notification.objects.filter(campaign_id=campaign_id, state__in=states).order_by("state")
+    return found.values_list("pk", flat=True).first() is not None
+
+
 def move_with_history(
     rows_sql: str,
     rows_params: list,
