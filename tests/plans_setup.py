@@ -27,3 +27,15 @@ def plan_of(sql: str) -> str:
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN {sql}")
         return "\n".join(line for (line,) in cursor.fetchall())
+
+
+def copy_in_sql(row: Notification, count: int) -> None:
+    """``count`` copies of ``row`` (new ids and keys) in one INSERT … SELECT: faster than ``copies_of`` at this size."""
+    table, columns = Notification._meta.db_table, [f.column for f in Notification._meta.concrete_fields]
+    values = {"id": "gen_random_uuid()", "idempotency_key": "idempotency_key || '-' || g"}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(values.get(c, c) for c in columns)}"
+            f" FROM {table}, generate_series(1, %s) g WHERE id = %s",
+            [count, row.pk],
+        )

@@ -16,19 +16,7 @@ from backend.notifications.queues import HUEYS
 from campaigns import actions, fanout, row_moves
 from campaigns.models import Campaign
 from tests.campaigns_setup import approved_and_started, list_segment
-from tests.plans_setup import analyze, copies_of, plan_of
-
-
-def copy_in_sql(row: Notification, count: int) -> None:
-    """``count`` copies of ``row`` (new ids and keys) in one INSERT … SELECT: faster than ``copies_of`` at this size."""
-    table, columns = Notification._meta.db_table, [f.column for f in Notification._meta.concrete_fields]
-    values = {"id": "gen_random_uuid()", "idempotency_key": "idempotency_key || '-' || g"}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(values.get(c, c) for c in columns)}"
-            f" FROM {table}, generate_series(1, %s) g WHERE id = %s",
-            [count, row.pk],
-        )
+from tests.plans_setup import analyze, copies_of, copy_in_sql, plan_of
 
 
 # Committed and flushed after, as test_delivery_batches' plan test: ANALYZE's row count survives a rollback.

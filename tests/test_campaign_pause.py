@@ -113,8 +113,8 @@ def test_the_claim_of_a_campaign_row_checks_the_row_itself_so_postgresql_re_chec
         """WHERE ("notifications_notification"."campaign_id" IN (SELECT U0."id" AS "pk" FROM "campaigns_campaign" U0"""
         """ WHERE NOT (U0."state" IN ('paused', 'cancelled')))"""
         f""" AND "notifications_notification"."id" = '{row.pk.hex}'::uuid"""
-        """ AND "notifications_notification"."queued_at" IS NOT NULL AND "notifications_notification"."state" ="""
-        """ 'queued')"""
+        """ AND "notifications_notification"."queued_at" IS NOT NULL AND ("notifications_notification"."state" || '')"""
+        """ = 'queued')"""
     )
 
 

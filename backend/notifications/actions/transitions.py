@@ -4,6 +4,7 @@ import logging
 from typing import Any
 
 from django.db import transaction
+from django.db.models import CharField, F, Func
 from django.utils import timezone
 
 from backend.notifications import metric_counters
@@ -54,6 +55,17 @@ def _enqueue_or_leave_for_sweeper(notification_id: str, tier: str, delay: float 
         logger.warning("notification %s not enqueued (%s): left queued for the sweeper", notification_id, exc)
 
 
+def unindexed(column: str) -> Func:
+    """``(column || '')``: the column's text, which no index can serve, so a row named by its key is read by it.
+
+    ``state = 'queued'`` (or ``'sending'``) matches a partial index (the tier queue's, the leases'): with statistics
+    taken while the queue was empty, PostgreSQL read a single row's claim through that index, every queued row
+    of a backlog (a campaign's fan-out) filtered by id, instead of by the primary key (51 ms behind 300,000 queued
+    rows, 166 ms behind 1,000,000; 0.01 ms by key). As ``batch.update_statement``'s condition.
+    """
+    return Func(F(column), template="(%(expressions)s || '')", output_field=CharField())
+
+
 def transition(
     notification: Notification,
     to_state: str,
@@ -71,7 +83,8 @@ def transition(
     if reason is not None:
         fields["reason"] = reason
     with transaction.atomic():
-        moved = Notification.objects.filter(pk=notification.pk, state=from_state, **(where or {})).update(
+        rows = Notification.objects.alias(state_code=unindexed("state"))
+        moved = rows.filter(pk=notification.pk, state_code=from_state, **(where or {})).update(
             state=to_state, updated_at=now, **fields
         )
         if moved:

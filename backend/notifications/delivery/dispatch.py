@@ -211,12 +211,16 @@ def deliver(notification_id: str) -> None:
     """Deliver one notification if it is still queued; a no-op otherwise."""
     from backend.notifications.tasks import enqueue_delivery
 
+    # By primary key alone, the state checked here (as ``batch.deliver_batch``): with ``state='queued'`` in the
+    # statement, statistics taken before a backlog arrived made PostgreSQL read every queued row through the tier
+    # queue's partial index to find this one (22 ms behind 300,000 queued rows, 71 ms behind 1,000,000).
     notification = (
         Notification.objects.select_related("kind", "recipient", "template_version")
-        .filter(pk=notification_id, state=State.QUEUED)
+        .filter(pk=notification_id)
+        .order_by()
         .first()
     )
-    if notification is None:
+    if notification is None or notification.state != State.QUEUED:
         return
     if notification.is_expired():
         actions.expire(notification)
