@@ -189,8 +189,8 @@ def test_the_velocity_alarm_fails_open(redis_down):
     assert not VelocityAlarm.objects.exists()
 
 
-def test_a_batch_looks_for_every_key_in_postgresql_and_answers_each(api, redis_down):
-    """No key is certainly new without Redis (idempotency.first_sightings): stored ones answer as duplicates."""
+def test_a_batch_without_redis_answers_its_stored_keys_as_duplicates_and_stores_the_others(api, redis_down):
+    """The originals come from PostgreSQL, the UNIQUE index decides; nothing is marked seen, nothing fails."""
 
     def batch(orders):
         items = [{"idempotency_key": f"order-{order}-shipped", "user_id": "u-en-1", "kind": "shipped",

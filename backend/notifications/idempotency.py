@@ -20,14 +20,8 @@ from django.utils.crypto import salted_hmac
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
 
 _SALT = "notify.idempotency.request"
-# SET key 1 NX EX ttl for every key; the (1-based) positions of the keys it set: ``first_sightings`` in one command.
-_FIRST_SIGHTINGS = """
-local new = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('SET', key, 1, 'NX', 'EX', ARGV[1]) then new[#new + 1] = i end
-end
-return new
-"""
+# SET key 1 EX ttl for every key: ``mark_seen`` in one command.
+_MARK_SEEN = "for _, key in ipairs(KEYS) do redis.call('SET', key, 1, 'EX', ARGV[1]) end"
 
 
 def _canonical(payload: dict[str, Any]) -> str:
@@ -62,23 +56,23 @@ def _cache_key(scope: str, key: str) -> str:
     return "idem:" + hashlib.sha256(f"{scope}\n{key}".encode()).hexdigest()
 
 
-def first_sightings(scope: str, keys: list[str]) -> set[str]:
-    """``first_sighting`` for a batch: the ``keys`` certainly not seen in ``scope`` in the last TTL, now marked seen.
+def mark_seen(scope: str, keys: list[str]) -> None:
+    """Record ``keys`` as seen in ``scope`` in one Redis command, so a later single send looks for their originals.
 
-    One Redis command for all of them (a script: a pipeline of 1,000 ``SET`` is packed by redis-py in
-    Python). The empty set when Redis is unreachable: every key is then looked for in PostgreSQL.
+    For keys stored without ``first_sighting`` (the batch endpoint reads its originals from the
+    database). Best effort: without Redis nothing is marked, and the UNIQUE index still decides.
     """
     ttl = settings.NOTIFY["IDEMPOTENCY_TTL"]
     client = redis_client()
     try:
         with guard("idempotency fast path"):
             if client is None:
-                return {key for key in keys if cache.add(_cache_key(scope, key), 1, timeout=ttl)}
-            hashed = [_cache_key(scope, key) for key in keys]
-            positions = client.register_script(_FIRST_SIGHTINGS)(keys=hashed, args=[ttl])
+                cache.set_many({_cache_key(scope, key): 1 for key in keys}, timeout=ttl)
+                return
+            # One script for all the keys, not a pipeline of SETs: redis-py packs each command in Python.
+            client.register_script(_MARK_SEEN)(keys=[_cache_key(scope, key) for key in keys], args=[ttl])
     except RedisUnavailable:
-        return set()
-    return {keys[position - 1] for position in positions}
+        return
 
 
 def first_sighting(scope: str, key: str) -> bool:

@@ -3,11 +3,10 @@
 Each request gets the outcome ``accept`` would give it alone (new, duplicate of its original, or
 refused with its error) and one refused request never fails the others. The work is set-based:
 
-- reads: the originals of the keys Redis may have seen (``idempotency.first_sightings``, one
-  script for the batch, tells the certainly new ones; one query for the others), the kinds and the
-  recipients (one each), the policy's facts (``policy.facts_for``: three), each distinct (kind,
-  channel, language)'s template version once; the checks of each request then run in memory (its
-  Redis rate limits aside);
+- reads: the originals of every key (one query, each key looked up by the idempotency index), the
+  kinds and the recipients (one each), the policy's facts (``policy.facts_for``: three), each
+  distinct (kind, channel, language)'s template version once; the checks of each request then run
+  in memory (its Redis rate limits aside);
 - writes: one ``INSERT … ON CONFLICT (idempotency_scope, idempotency_key) DO NOTHING RETURNING``
   of every new row with their first StateChange rows (``accept_rows.insert_accepted``: one
   statement on PostgreSQL; on SQLite, the embedded default, chunks of its parameter limit);
@@ -85,8 +84,10 @@ def _accept_round(
     Left open: the repeats of a key whose first request was refused, for the next round.
     """
     scope = scope_of(client)
-    keys = list(dict.fromkeys(requests[i].idempotency_key for i in indexes))
-    originals = _originals(scope, set(keys) - idempotency.first_sightings(scope, keys))
+    # Every key, not only those the Redis fast path has not seen (as the single send skips the read):
+    # a duplicate that Redis forgot (its TTL, a restart) would otherwise meet the policy before the
+    # INSERT turns it back into a duplicate, and count against its user's rate limits.
+    originals = _originals(scope, {requests[i].idempotency_key for i in indexes})
     firsts: dict[str, int] = {}
     repeats: list[int] = []
     for i in indexes:
@@ -169,6 +170,8 @@ def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcom
         _enqueue_on_commit([prepared.notification for prepared in rows if prepared.notification.pk in inserted])
     lost = {p.notification.idempotency_key for p in rows if p.notification.pk not in inserted}
     winners = _originals(scope_of(client), lost) if lost else {}
+    keys = [request.idempotency_key for request in requests]
+    transaction.on_commit(lambda: idempotency.mark_seen(scope_of(client), keys))
     settled = zip(requests, checked, strict=True)
     return [_settled(request, outcome, inserted, changes, winners) for request, outcome in settled]
 
