@@ -51,20 +51,30 @@ def test_the_feed_picks_a_campaigns_rows_by_the_campaign_index_whatever_the_stat
     HUEYS["standard"].flush()
 
 
+def campaign_after_history(send, marketer, approver) -> Campaign:
+    """A running campaign of 100,020 queued rows after 100,001 sent ones, as a table fills: half of it, at its end.
+
+    Statistics fresh: what goes wrong here is PostgreSQL costing a scan under LIMIT as if the campaign's rows were
+    spread evenly through the table.
+    """
+    response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}})
+    row = Notification.objects.get(pk=response.json()["id"])
+    Notification.objects.filter(pk=row.pk).update(state=State.SENT)
+    copy_in_sql(row, 100_000)  # the history before the campaign, at the start of the table
+    Recipient.objects.bulk_create(Recipient(user_id=f"ch-{n}", email=f"ch{n}@example.com") for n in range(20))
+    campaign = approved_and_started(marketer, approver, segment=list_segment([f"ch-{n}" for n in range(20)]))
+    assert fanout.fan_out(campaign.pk).created == 20
+    copy_in_sql(Notification.objects.filter(campaign=campaign).first(), 100_000)
+    analyze()
+    return campaign
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_done_check_probes_the_campaign_index_when_the_campaign_is_much_of_the_table(
     demo_data, send, marketer, approver
 ):
     """Fresh statistics: a sequential scan under LIMIT 1 read every row before the campaign's, at each tick."""
-    response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}})
-    row = Notification.objects.get(pk=response.json()["id"])
-    Notification.objects.filter(pk=row.pk).update(state=State.SENT)
-    copy_in_sql(row, 100_000)  # the history before the campaign, at the start of the table
-    Recipient.objects.bulk_create(Recipient(user_id=f"fd-{n}", email=f"fd{n}@example.com") for n in range(20))
-    campaign = approved_and_started(marketer, approver, segment=list_segment([f"fd-{n}" for n in range(20)]))
-    assert fanout.fan_out(campaign.pk).created == 20
-    copy_in_sql(Notification.objects.filter(campaign=campaign).first(), 100_000)  # half of the table, queued
-    analyze()
+    campaign_after_history(send, marketer, approver)
 
     with CaptureQueriesContext(connection) as captured:
         assert fanout.finish_done() == []
@@ -82,15 +92,7 @@ def test_a_chunk_of_a_cancel_reads_the_campaign_index_when_its_rows_lie_after_th
 ):
     """Under LIMIT, a sequential scan was costed as if the campaign's rows were spread evenly: each chunk read the
     whole history before them (row_moves.stop_unsent, behind a cancel, an end time and a pause)."""
-    response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}})
-    row = Notification.objects.get(pk=response.json()["id"])
-    Notification.objects.filter(pk=row.pk).update(state=State.SENT)
-    copy_in_sql(row, 100_000)
-    Recipient.objects.bulk_create(Recipient(user_id=f"fc-{n}", email=f"fc{n}@example.com") for n in range(20))
-    campaign = approved_and_started(marketer, approver, segment=list_segment([f"fc-{n}" for n in range(20)]))
-    assert fanout.fan_out(campaign.pk).created == 20
-    copy_in_sql(Notification.objects.filter(campaign=campaign).first(), 100_000)
-    analyze()
+    campaign = campaign_after_history(send, marketer, approver)
 
     with CaptureQueriesContext(connection) as captured:
         moved = row_moves.stop_unsent(campaign.pk, State.CANCELLED, "campaign-cancelled", timezone.now(), limit=1000)
