@@ -4,6 +4,7 @@ import gc
 import json
 import re
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
@@ -13,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from redis.client import Pipeline
 from rest_framework.exceptions import ValidationError
 
-from backend.notifications import actions, idempotency
+from backend.notifications import actions, idempotency, rate_limits
 from backend.notifications.api import answers, plain_send
 from backend.notifications.api.serializers import AcceptedSerializer, BatchItemSerializer, SendRequestSerializer
 from backend.notifications.models import Attempt, Notification, Recipient, StateChange
@@ -200,8 +201,12 @@ def test_it_refuses_callers_without_a_key(client):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_racing_identical_batches_store_each_key_once(orders_service, customers):
-    """Two threads, each with its own PostgreSQL connection, accept the same 1,000 sends at once."""
+def test_two_racing_identical_batches_store_each_key_once(orders_service, customers, settings):
+    """Two threads, each with its own PostgreSQL connection, accept the same 1,000 sends at once.
+
+    Each send keeps one place in its user's rate limit, whichever batch the policy counted it in.
+    """
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 100}}}
     requests = [
         actions.SendRequest(idempotency_key=f"race-{n}", user_id=user, kind="shipped", params={"order": str(n)},
                             channel=None, priority=None, send_at=None)
@@ -224,6 +229,11 @@ def test_two_racing_identical_batches_store_each_key_once(orders_service, custom
     for a, b in zip(first, second, strict=True):
         assert a.notification.pk == b.notification.pk
         assert sorted([a.duplicate, b.duplicate]) == [False, True]
+    windows = Counter(
+        rate_limits.count(f"rate:{pk}:transactional:h", 3600)
+        for pk in Notification.objects.values_list("recipient_id", flat=True)
+    )
+    assert windows == {1: 1000}
 
 
 EMBEDDED = """

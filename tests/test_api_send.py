@@ -97,6 +97,44 @@ def test_duplicate_is_found_after_redis_lost_its_keys(send):
     assert (again.status_code, again.json()["id"]) == (200, first.json()["id"])
 
 
+def forget_key(orders_service, key: str) -> None:
+    """Drop one idempotency key from the Redis fast path (as its 24 h TTL or a restart would); the rest stays."""
+    from backend.notifications import idempotency
+    from backend.notifications.actions import scope_of
+    from backend.notifications.queues import HUEYS
+
+    assert HUEYS["high"].storage.conn.delete(idempotency._cache_key(scope_of(orders_service[0]), key)) == 1
+
+
+def test_a_duplicate_redis_forgot_never_counts_against_its_users_rate_limit(send, orders_service, settings):
+    """Redis no longer knew the key, so the policy counted the send before the INSERT found it taken: the
+    duplicate's place in the user's window is given back (``policy.forget``)."""
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 2}}}
+    assert send(SHIPPED).status_code == 202
+    forget_key(orders_service, "order-5012-shipped")
+
+    again = send(SHIPPED)
+    second = send({**SHIPPED, "params": {"order": "5013"}}, key="order-5013-shipped")
+    third = send({**SHIPPED, "params": {"order": "5014"}}, key="order-5014-shipped")
+
+    assert [(r.status_code, r.json()["state"], r.json()["reason"]) for r in (again, second, third)] == [
+        (200, "queued", ""), (202, "queued", ""), (202, "suppressed", "rate-limited")
+    ]  # fmt: skip
+
+
+def test_a_duplicate_otp_redis_forgot_never_takes_a_place_in_its_phones_limit(send, orders_service, settings):
+    settings.NOTIFY = {**settings.NOTIFY, "OTP_LIMIT": 2}
+    otp = {"user_id": "u-en-1", "kind": "otp", "params": {"code": "482913"}}
+    assert send(otp, key="login-1").status_code == 202
+    forget_key(orders_service, "login-1")
+
+    answers = [send(otp, key="login-1"), send(otp, key="login-2"), send(otp, key="login-3")]
+
+    assert [(r.status_code, r.json()["state"], r.json()["reason"]) for r in answers] == [
+        (200, "queued", ""), (202, "queued", ""), (202, "suppressed", "otp-limit")
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("body", "field", "message"),
     [

@@ -46,11 +46,16 @@ def test_fifty_concurrent_posts_with_one_key_make_one_notification(web, orders_s
     assert StateChange.objects.count() == 1
 
 
-def test_racing_accepts_fall_back_on_the_unique_constraint(orders_service):
-    """Twenty threads call the action at once: most lose the race inside PostgreSQL, not in Redis."""
+def test_racing_accepts_fall_back_on_the_unique_constraint(orders_service, settings):
+    """Twenty threads call the action at once: most lose the race inside PostgreSQL, not in Redis.
+
+    Those the policy counted before their INSERT lost give their place in the user's rate limit back.
+    """
     from django.db import connection
 
-    from backend.notifications import actions
+    from backend.notifications import actions, rate_limits
+
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 100}}}
 
     request = actions.SendRequest(
         idempotency_key="order-6000-shipped", user_id="u-en-1", kind="shipped", params={"order": "6000"},
@@ -72,3 +77,4 @@ def test_racing_accepts_fall_back_on_the_unique_constraint(orders_service):
     [notification] = Notification.objects.all()
     assert {r.notification.pk for r in results} == {notification.pk}
     assert sorted(r.duplicate for r in results) == [False] + [True] * (threads - 1)
+    assert rate_limits.count(f"rate:{notification.recipient_id}:transactional:h", 3600) == 1

@@ -4,7 +4,7 @@ import pytest
 
 from backend.notifications import rate_limits
 from backend.notifications.delivery.shared_state import redis_client
-from backend.notifications.rate_limits import Verdict, Window
+from backend.notifications.rate_limits import Window
 
 NOW = 1_800_000_000.0
 HOUR, DAY = Window("rate:1:t:h", 3600, 5), Window("rate:1:t:d", 86400, 4)
@@ -23,11 +23,16 @@ def test_a_batch_of_events_gets_the_verdicts_of_single_hits_in_a_row(count):
     rate_limits.hit([DAY], NOW - 7200)  # earlier today: the day has 3 left, the hour 5
     events = [[HOUR, DAY], [HOUR, DAY], [OTHER], [HOUR, DAY], [], [HOUR, DAY], [OTHER], [HOUR]]
 
-    assert count(events) == [
-        Verdict(True), Verdict(True), Verdict(True), Verdict(True), Verdict(True),
-        Verdict(False, DAY, NOW - 7200 + 86400),  # the day is full; the hour keeps its room (nothing counted)
-        Verdict(False, OTHER, NOW + 3600),
-        Verdict(True),  # the hour's fourth: the refused event was not counted in it
+    verdicts = count(events)
+
+    assert [(v.allowed, v.refused_by, v.reopens_at) for v in verdicts] == [
+        (True, None, None), (True, None, None), (True, None, None), (True, None, None), (True, None, None),
+        (False, DAY, NOW - 7200 + 86400),  # the day is full; the hour keeps its room (nothing counted)
+        (False, OTHER, NOW + 3600),
+        (True, None, None),  # the hour's fourth: the refused event was not counted in it
+    ]  # fmt: skip
+    assert [v.counted.keys if v.counted else () for v in verdicts] == [
+        (HOUR.key, DAY.key), (HOUR.key, DAY.key), (OTHER.key,), (HOUR.key, DAY.key), (), (), (), (HOUR.key,)
     ]  # fmt: skip
 
 

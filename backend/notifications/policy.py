@@ -81,13 +81,16 @@ class Decision:
     """What becomes of an accepted notification: its state, reason and due time.
 
     ``digest_at`` is set when it is over the rate limit and its kind folds
-    such notifications into one digest going out at that instant.
+    such notifications into one digest going out at that instant. ``counted`` are the rate-limit
+    events deciding it counted (user windows, per-phone OTP, velocity): ``forget`` them when the
+    notification turns out not to be stored.
     """
 
     state: str
     reason: str = ""
     send_at: datetime | None = None
     digest_at: datetime | None = None
+    counted: tuple[rate_limits.Event, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -254,12 +257,12 @@ def route(kind: Kind, recipient: Recipient, requested: str | None, facts: Facts 
     return Route(kind.default_channel, reason, tuple(skipped))
 
 
-def _otp_allowed(recipient: Recipient, now: float) -> bool:
+def _otp_verdict(recipient: Recipient, now: float) -> rate_limits.Verdict:
     """Count one OTP to the phone if the window has room; fails CLOSED (``LimitUnavailable``) without Redis."""
     conf = settings.NOTIFY
     window = rate_limits.Window(f"otp:{recipient.phone}", conf["OTP_WINDOW"], conf["OTP_LIMIT"])
     try:
-        return rate_limits.hit([window], now).allowed
+        return rate_limits.hit([window], now)
     except RedisUnavailable as exc:
         raise LimitUnavailable(
             "The per-phone OTP limit cannot be checked right now (Redis is unreachable), so the code was not "
@@ -268,27 +271,42 @@ def _otp_allowed(recipient: Recipient, now: float) -> bool:
         ) from exc
 
 
-def _watch_velocity(recipient: Recipient, now: float) -> None:
+def _watch_velocity(recipient: Recipient, now: float) -> rate_limits.Event | None:
     """Count OTP SMS per destination country per minute; over the threshold, log and store one alarm a minute.
 
-    Fails OPEN: without Redis nothing is counted; the alarm watches for fraud, it never stops a send.
+    The event counted, or None. Fails OPEN: without Redis nothing is counted; the alarm watches
+    for fraud, it never stops a send.
     """
     try:
         country = pricing.country_for_number(recipient.phone)
     except pricing.PricingError:
-        return
+        return None
     key = f"velocity:{country}"
     threshold = settings.NOTIFY["OTP_VELOCITY_PER_MINUTE"]
     try:
-        rate_limits.hit([rate_limits.Window(key, 60, 1_000_000_000)], now)
+        counted = rate_limits.hit([rate_limits.Window(key, 60, 1_000_000_000)], now).counted
         sent = rate_limits.count(key, 60, now)
         with guard("velocity alarm"):
             alarm = sent > threshold and cache.add(f"velocity-alarm:{country}:{int(now // 60)}", 1, timeout=120)
     except RedisUnavailable:
-        return
+        return None
     if alarm:
         logger.warning("SMS pumping? %d OTP SMS to %s in the last minute (threshold %d)", sent, country, threshold)
         VelocityAlarm.objects.create(country=country, count=sent, threshold=threshold)
+    return counted
+
+
+def forget(counted: list[rate_limits.Event]) -> None:
+    """Uncount the rate-limit events of decisions whose notifications were not stored after all.
+
+    A send whose idempotency key the INSERT found taken (a concurrent request won, or the Redis
+    fast path had forgotten the key) is a duplicate: it must not keep a place in its user's, its
+    phone's or its country's windows. Fails OPEN: without Redis the events stay until they age out.
+    """
+    try:
+        rate_limits.forget(counted)
+    except RedisUnavailable:
+        logger.warning("%d rate-limit events of duplicates left counted: Redis unreachable", len(counted))
 
 
 def _rate_windows_of(category: str, recipient_pk: int | None = None) -> list[rate_limits.Window]:
@@ -416,28 +434,30 @@ def decide(
         return Decision(State.SUPPRESSED, route_.reason)
     epoch = now.timestamp()
     if kind.bypasses_user_policy:
-        if route_.channel == Channel.SMS:
-            if not _otp_allowed(recipient, epoch):
-                return Decision(State.SUPPRESSED, "otp-limit")
-            _watch_velocity(recipient, epoch)
-        return _due(send_at, now)
+        if route_.channel != Channel.SMS:
+            return _due(send_at, now)
+        otp = _otp_verdict(recipient, epoch)
+        if not otp.allowed:
+            return Decision(State.SUPPRESSED, "otp-limit")
+        counted = (otp.counted, _watch_velocity(recipient, epoch))
+        return _due(send_at, now, tuple(event for event in counted if event is not None))
     due = send_at if send_at and send_at > now else now
-    if priority == Priority.STANDARD:
-        end = quiet_hours.quiet_hours_end(
-            due, recipient.time_zone, recipient.quiet_hours_start, recipient.quiet_hours_end
-        )
-        verdict = verdict if verdict is not None else _rate_verdict(kind, recipient, epoch, facts)
-        if not verdict.allowed:
-            return _over_limit(kind, recipient, verdict, now)
-        if end is not None:
-            return Decision(State.SCHEDULED, "quiet-hours", end)
-    return _due(send_at, now)
+    if priority != Priority.STANDARD:
+        return _due(send_at, now)
+    end = quiet_hours.quiet_hours_end(due, recipient.time_zone, recipient.quiet_hours_start, recipient.quiet_hours_end)
+    verdict = verdict if verdict is not None else _rate_verdict(kind, recipient, epoch, facts)
+    if not verdict.allowed:
+        return _over_limit(kind, recipient, verdict, now)
+    counted = (verdict.counted,) if verdict.counted else ()
+    if end is not None:
+        return Decision(State.SCHEDULED, "quiet-hours", end, counted=counted)
+    return _due(send_at, now, counted)
 
 
-def _due(send_at: datetime | None, now: datetime) -> Decision:
+def _due(send_at: datetime | None, now: datetime, counted: tuple[rate_limits.Event, ...] = ()) -> Decision:
     if send_at and send_at > now:
-        return Decision(State.SCHEDULED, "send-at", send_at)
-    return Decision(State.QUEUED)
+        return Decision(State.SCHEDULED, "send-at", send_at, counted=counted)
+    return Decision(State.QUEUED, counted=counted)
 
 
 def _over_limit(kind: Kind, recipient: Recipient, verdict: rate_limits.Verdict, now: datetime) -> Decision:

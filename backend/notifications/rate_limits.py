@@ -8,6 +8,9 @@ the same rule runs in this process. Times are seconds since the epoch.
 When Redis is unreachable ``hit`` and ``count`` raise
 ``shared_state.RedisUnavailable``:
 whether a limit then fails open or closed is the caller's decision (policy.py).
+
+An allowed verdict carries the ``Event`` it counted, so that a caller whose send turns out to be
+a duplicate after all (its idempotency key taken at the INSERT) can ``forget`` it again.
 """
 
 import threading
@@ -73,28 +76,43 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Event:
+    """One event as counted: its ``member`` (unique) at ``at`` (epoch seconds) under each of ``keys``."""
+
+    keys: tuple[str, ...]
+    member: str
+    at: float
+
+
+@dataclass(frozen=True)
 class Verdict:
-    """``allowed``, or the window that refused and when it has room again (epoch seconds)."""
+    """``allowed``, or the window that refused and when it has room again (epoch seconds).
+
+    ``counted`` is the event an allowed ``hit`` counted (None when there was nothing to count).
+    """
 
     allowed: bool
     refused_by: Window | None = None
     reopens_at: float | None = None
+    counted: Event | None = None
 
 
 _lock = threading.Lock()
-_local: dict[str, list[float]] = {}
+# Per key, the (time, member) of each event in its window.
+_local: dict[str, list[tuple[float, str]]] = {}
 
 
 def _hit_local(windows: list[Window], now: float) -> Verdict:
+    member = uuid.uuid4().hex
     with _lock:
         for window in windows:
-            events = [t for t in _local.get(window.key, []) if t > now - window.seconds]
+            events = [event for event in _local.get(window.key, []) if event[0] > now - window.seconds]
             _local[window.key] = events
             if len(events) >= window.limit:
-                return Verdict(False, window, min(events) + window.seconds)
+                return Verdict(False, window, min(t for t, _ in events) + window.seconds)
         for window in windows:
-            _local[window.key].append(now)
-    return Verdict(True)
+            _local[window.key].append((now, member))
+    return Verdict(True, counted=Event(tuple(w.key for w in windows), member, now))
 
 
 def hit(windows: list[Window], now: float | None = None) -> Verdict:
@@ -112,12 +130,13 @@ def hit(windows: list[Window], now: float | None = None) -> Verdict:
     args: list = [now]
     for window in windows:
         args += [window.seconds, window.limit]
+    member = uuid.uuid4().hex
     with guard("rate limit"):
         # EVALSHA: the script's text crosses the wire once per connection, not on every send.
         script = client.register_script(_HIT)
-        refused, oldest = script(keys=[w.key for w in windows], args=[*args, uuid.uuid4().hex])
+        refused, oldest = script(keys=[w.key for w in windows], args=[*args, member])
     if not refused:
-        return Verdict(True)
+        return Verdict(True, counted=Event(tuple(w.key for w in windows), member, now))
     window = windows[int(refused) - 1]
     return Verdict(False, window, float(oldest) + window.seconds)
 
@@ -136,24 +155,56 @@ def hit_many(requests: list[list[Window]], now: float | None = None) -> list[Ver
     if client is None:
         return [_hit_local(windows, now) if windows else Verdict(True) for windows in requests]
     counted = [windows for windows in requests if windows]
-    answers = iter(_hit_all(client, counted, now) if counted else [])
+    members = [uuid.uuid4().hex for _ in counted]
+    answers = iter(_hit_all(client, counted, members, now) if counted else [])
+    each_member = iter(members)
     verdicts = []
     for windows in requests:
-        refused, oldest = (next(answers), next(answers)) if windows else (0, 0)
-        window = windows[int(refused) - 1] if refused else None
-        verdicts.append(Verdict(True) if window is None else Verdict(False, window, float(oldest) + window.seconds))
+        if not windows:
+            verdicts.append(Verdict(True))
+            continue
+        refused, oldest, member = next(answers), next(answers), next(each_member)
+        if refused:
+            window = windows[int(refused) - 1]
+            verdicts.append(Verdict(False, window, float(oldest) + window.seconds))
+        else:
+            verdicts.append(Verdict(True, counted=Event(tuple(w.key for w in windows), member, now)))
     return verdicts
 
 
-def _hit_all(client, requests: list[list[Window]], now: float) -> list:
-    """The flat (refused, oldest) answers of ``_HIT_MANY`` for non-empty ``requests``."""
+def _hit_all(client, requests: list[list[Window]], members: list[str], now: float) -> list:
+    """The flat (refused, oldest) answers of ``_HIT_MANY`` for non-empty ``requests``, each counted as its member."""
     keys: list[str] = []
     args: list = [now]
-    for windows in requests:
+    for windows, member in zip(requests, members, strict=True):
         keys += [w.key for w in windows]
-        args += [len(windows), *[value for w in windows for value in (w.seconds, w.limit)], uuid.uuid4().hex]
+        args += [len(windows), *[value for w in windows for value in (w.seconds, w.limit)], member]
     with guard("rate limit"):
         return client.register_script(_HIT_MANY)(keys=keys, args=args)
+
+
+def forget(events: list[Event]) -> None:
+    """Uncount ``events`` from every window they were counted in (one Redis round trip).
+
+    For an event whose send did not happen after all: a duplicate found only at the INSERT
+    (``actions.accept``). An event already gone from its window (expired) is nothing to remove.
+    Raises ``RedisUnavailable`` when the shared windows cannot be reached.
+    """
+    if not events:
+        return
+    client = redis_client()
+    if client is None:
+        with _lock:
+            for event in events:
+                for key in event.keys:
+                    _local[key] = [kept for kept in _local.get(key, []) if kept[1] != event.member]
+        return
+    with guard("rate limit"):
+        pipe = client.pipeline(transaction=False)
+        for event in events:
+            for key in event.keys:
+                pipe.zrem(key, event.member)
+        pipe.execute()
 
 
 def count(key: str, seconds: float, now: float | None = None) -> int:
@@ -162,7 +213,7 @@ def count(key: str, seconds: float, now: float | None = None) -> int:
     client = redis_client()
     if client is None:
         with _lock:
-            return sum(1 for t in _local.get(key, []) if t > now - seconds)
+            return sum(1 for t, _ in _local.get(key, []) if t > now - seconds)
     with guard("rate count"):
         return client.zcount(key, now - seconds, "+inf")
 

@@ -226,7 +226,7 @@ def build(
         preview=checked.preview,
         queued_at=now if decision.state == State.QUEUED else None,
     )
-    return Prepared(notification, history_reason[:64], decision.digest_at)
+    return Prepared(notification, history_reason[:64], decision.digest_at, decision.counted)
 
 
 def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
@@ -253,7 +253,9 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     prepared = build(request, client, kind, recipient, checked, decision, now)
     change = _store(prepared) if prepared.digest_at is None else _store_with_digest(prepared)
     if change is None:
-        # The UNIQUE index refused it: a concurrent request with this key won the race.
+        # The UNIQUE index refused it: a concurrent request with this key won the race, or Redis had
+        # forgotten the key. A duplicate keeps no place in the rate limits its decision counted it in.
+        policy.forget(list(prepared.counted))
         original = _original(request, scope)
         if original is None:
             raise IntegrityError(f"idempotency key {request.idempotency_key!r} taken, and no original found")

@@ -13,9 +13,10 @@ refused with its error) and one refused request never fails the others. The work
 - after commit: one ``tasks.enqueue_deliveries`` per tier present (one Redis pipeline each).
 
 A row the INSERT did not return lost a race to a concurrent request with the same key: its
-original is read back (one query) and answered as a duplicate, exactly as ``accept`` does on its
-UNIQUE violation. Rows are inserted in key order so that two batches sharing keys lock them in the
-same order and cannot deadlock.
+original is read back (one query) and answered as a duplicate, and the rate-limit events its
+decision counted are forgotten, exactly as ``accept`` does on its UNIQUE violation. Rows are
+inserted in key order so that two batches sharing keys lock them in the same order and cannot
+deadlock.
 """
 
 import logging
@@ -169,6 +170,7 @@ def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcom
                 fold_into_digest(prepared.notification, prepared.digest_at)
         _enqueue_on_commit([prepared.notification for prepared in rows if prepared.notification.pk in inserted])
     lost = {p.notification.idempotency_key for p in rows if p.notification.pk not in inserted}
+    policy.forget([event for p in rows if p.notification.pk not in inserted for event in p.counted])
     winners = _originals(scope_of(client), lost) if lost else {}
     keys = [request.idempotency_key for request in requests]
     transaction.on_commit(lambda: idempotency.mark_seen(scope_of(client), keys))

@@ -29,7 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Field, JSONField
 from django.utils import timezone
 
-from backend.notifications import metric_counters
+from backend.notifications import metric_counters, rate_limits
 from backend.notifications.models import Notification, StateChange
 from backend.notifications.prepared import prepared_cursor
 
@@ -38,12 +38,14 @@ from backend.notifications.prepared import prepared_cursor
 class Prepared:
     """A send request checked and decided, not yet stored: the unsaved row and what goes with it.
 
-    ``history_reason`` is the reason of its first StateChange; ``digest_at`` is set when it folds into a digest.
+    ``history_reason`` is the reason of its first StateChange; ``digest_at`` is set when it folds into a digest;
+    ``counted`` are the rate-limit events its decision counted (``policy.forget`` them if it is not inserted).
     """
 
     notification: Notification
     history_reason: str
     digest_at: datetime | None
+    counted: tuple[rate_limits.Event, ...] = ()
 
 
 def insert_accepted(rows: list[Prepared]) -> dict[uuid.UUID, StateChange]:
