@@ -407,3 +407,27 @@ def test_a_send_costs_one_read_and_one_write(send):
     assert len(statements) == 2
     assert [s.split()[0] for s in statements] == ["WITH"] * 2
     assert "INSERT" not in statements[0] and "INSERT" in statements[1]
+
+
+def test_a_single_send_stores_the_row_a_batch_stores(send, api):
+    """The single send's INSERT binds one value per column, a batch's arrays: both store the same row."""
+    body = {**SHIPPED, "params": {"order": "5013", "note": "«ok» \\ 'q'"}, "send_at": f"{NEXT_YEAR}-03-01T09:00:00Z"}
+    single = send(body, key="one").json()
+    items = [{**body, "idempotency_key": key} for key in ("two", "three")]  # two rows: the arrays' statement
+    batch = api.post("/api/v1/notifications/batch", {"items": items}, format="json")
+    assert batch.status_code == 200, batch.json()
+
+    rows = {row.idempotency_key: row for row in Notification.objects.all()}
+    columns = [f.attname for f in Notification._meta.concrete_fields if f.attname not in ("id", "idempotency_key")]
+    differ = {
+        c
+        for c in columns
+        if getattr(rows["one"], c) != getattr(rows["two"], c) and c not in ("created_at", "updated_at")
+    }
+    assert differ == set()
+    assert rows["one"].params == {"order": "5013", "note": "«ok» \\ 'q'"}
+    assert Notification.objects.filter(params__note="«ok» \\ 'q'").count() == 3  # a JSON object, not a string
+    assert (rows["one"].state, rows["one"].reason, str(rows["one"].pk)) == ("scheduled", "send-at", single["id"])
+    assert [(c.from_state, c.to_state, c.reason) for c in rows["one"].state_changes.all()] == [
+        ("", "scheduled", "send-at")
+    ]
