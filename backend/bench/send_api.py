@@ -173,15 +173,21 @@ async def _run(url: str, key: str, args, web: subprocess.Popen) -> tuple[float, 
 
     connections = [await _Connection.open(url) for _ in range(args.connections)]
     try:
+        cpu = await asyncio.to_thread(_CpuMeter, web)
         statuses, _, elapsed = await _drive(connections, args.seconds, healthz)
+        spent = await asyncio.to_thread(cpu.spent)
         healthz_rate = statuses.get(200, 0) / elapsed
         print(f"GET /healthz: {healthz_rate:.0f}/s  ({args.connections} connections, {elapsed:.1f} s, {statuses})")
+        print(_per_request(spent, sum(statuses.values())))
+        cpu = await asyncio.to_thread(_CpuMeter, web)
         statuses, latencies, elapsed = await _drive(connections, args.seconds, single)
+        spent = await asyncio.to_thread(cpu.spent)
         single_rate = statuses.get(202, 0) / elapsed
         print(
             f"POST /api/v1/notifications: {single_rate:.0f} accepted/s  (p50 {interpolated(latencies, 50):.0f} ms, "
             f"p95 {interpolated(latencies, 95):.0f} ms, {elapsed:.1f} s, {statuses})"
         )
+        print(_per_request(spent, sum(statuses.values())))
     finally:
         for connection in connections:
             connection.close()
@@ -224,6 +230,17 @@ async def _batches(url: str, headers: dict, run: str, body, serial, args, web: s
     )
     print("CPU per batch: " + ", ".join(f"{name} {seconds / args.batches * 1000:.0f} ms" for name, seconds in spent))
     return rate
+
+
+def _per_request(spent: list[tuple[str, float]], requests: int) -> str:
+    """``CPU per request: web tier X µs, …; total Y µs``: unlike a rate, it hardly moves with the host's speed."""
+    each = [(name, seconds / max(requests, 1) * 1e6) for name, seconds in spent]
+    server = sum(micros for name, micros in each if name != "load generator")
+    return (
+        "  CPU per request: "
+        + ", ".join(f"{name} {micros:.0f} µs" for name, micros in each)
+        + (f"; server side {server:.0f} µs")
+    )
 
 
 def _cpu_of(pid: int) -> float:
