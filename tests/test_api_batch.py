@@ -414,6 +414,31 @@ def test_a_duplicate_redis_forgot_never_counts_against_its_users_rate_limit(
     ]  # fmt: skip
 
 
+def test_a_batch_the_database_failed_to_store_keeps_no_place_in_the_rate_limits(api, settings, monkeypatch):
+    """The 503 says to send the batch again: its users' windows must not be taken by the failed attempt."""
+    from importlib import import_module
+
+    from django.db import OperationalError
+
+    accept_batch = import_module(
+        "backend.notifications.actions.accept_batch"
+    )  # the module: the package exports the function
+
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 1}}}
+    stored = accept_batch.insert_accepted
+
+    def lost_connection(rows):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(accept_batch, "insert_accepted", lost_connection)
+    items = [shipped("u-en-1", 1), shipped("u-ar-1", 2)]
+    assert post_batch(api, items).status_code == 503
+    monkeypatch.setattr(accept_batch, "insert_accepted", stored)
+
+    again = post_batch(api, items).json()["results"]
+    assert [(r["status"], r["body"]["state"], r["body"]["reason"]) for r in again] == [(202, "queued", "")] * 2
+
+
 def test_a_key_redis_forgot_is_still_answered_as_its_duplicate(api, orders_service, customers):
     """Redis lost its keys (restarted empty, or past the TTL): the INSERT skips the row and its original answers."""
     first = post_batch(api, [shipped(customers[0], 0)]).json()["results"][0]["body"]

@@ -135,6 +135,30 @@ def test_a_duplicate_otp_redis_forgot_never_takes_a_place_in_its_phones_limit(se
     ]  # fmt: skip
 
 
+def test_a_send_the_database_failed_to_store_keeps_no_place_in_the_rate_limit(send, settings, monkeypatch):
+    """The 503 says to retry with the same key: the retry must not find the user's window taken by the failure."""
+    from importlib import import_module
+
+    from django.db import OperationalError
+
+    accept = import_module("backend.notifications.actions.accept")  # the module, not the function
+
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 1}}}
+    stored = accept.insert_accepted
+
+    def lost_connection(rows):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(accept, "insert_accepted", lost_connection)
+    assert send(SHIPPED).status_code == 503
+    monkeypatch.setattr(accept, "insert_accepted", stored)
+
+    again = send(SHIPPED)
+    assert (again.status_code, again.json()["state"], again.json()["reason"]) == (202, "queued", "")
+    over = send({**SHIPPED, "params": {"order": "5013"}}, key="order-5013-shipped")
+    assert (over.json()["state"], over.json()["reason"]) == ("suppressed", "rate-limited")
+
+
 @pytest.mark.parametrize(
     ("body", "field", "message"),
     [

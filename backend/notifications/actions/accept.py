@@ -251,7 +251,12 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     checked = check(request, kind, recipient, facts, version_for)
     decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now, facts)
     prepared = build(request, client, kind, recipient, checked, decision, now)
-    change = _store(prepared) if prepared.digest_at is None else _store_with_digest(prepared)
+    try:
+        change = _store(prepared) if prepared.digest_at is None else _store_with_digest(prepared)
+    except Exception:
+        # Nothing stored (the database is down: a 503 that says to retry with the same key), nothing counted.
+        policy.forget(list(prepared.counted))
+        raise
     if change is None:
         # The UNIQUE index refused it: a concurrent request with this key won the race, or Redis had
         # forgotten the key. A duplicate keeps no place in the rate limits its decision counted it in.

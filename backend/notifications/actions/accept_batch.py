@@ -162,13 +162,18 @@ def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcom
     """Check, decide and insert requests with distinct new keys; their outcomes, in order."""
     checked = _prepare_all(requests, client)
     rows = [outcome for outcome in checked if isinstance(outcome, Prepared)]
-    with transaction.atomic():
-        changes = insert_accepted(rows)
-        inserted = set(changes)
-        for prepared in rows:
-            if prepared.notification.pk in inserted and prepared.digest_at is not None:
-                fold_into_digest(prepared.notification, prepared.digest_at)
-        _enqueue_on_commit([prepared.notification for prepared in rows if prepared.notification.pk in inserted])
+    try:
+        with transaction.atomic():
+            changes = insert_accepted(rows)
+            inserted = set(changes)
+            for prepared in rows:
+                if prepared.notification.pk in inserted and prepared.digest_at is not None:
+                    fold_into_digest(prepared.notification, prepared.digest_at)
+            _enqueue_on_commit([prepared.notification for prepared in rows if prepared.notification.pk in inserted])
+    except Exception:
+        # Rolled back (the database is down: a 503 that says to send the batch again), so nothing was counted.
+        policy.forget([event for prepared in rows for event in prepared.counted])
+        raise
     lost = {p.notification.idempotency_key for p in rows if p.notification.pk not in inserted}
     policy.forget([event for p in rows if p.notification.pk not in inserted for event in p.counted])
     winners = _originals(scope_of(client), lost) if lost else {}
