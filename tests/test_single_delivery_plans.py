@@ -4,13 +4,14 @@ Statistics taken while no row was queued (autovacuum re-analyzes the notificatio
 changed) made PostgreSQL read ``id = X AND state = 'queued'`` through the tier queue's partial index, estimated
 empty: every queued row of a backlog (a campaign's fan-out) was read and filtered by id, for each delivery of the
 single path (the high tier's OTPs, retries): 22 ms (read) and 51 ms (claim) behind 300,000 queued rows, 0.04 ms by key.
+The lease heartbeat's renewal had the same trap with the leases' index (``state = 'sending'``).
 """
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from backend.notifications.delivery import dispatch
+from backend.notifications.delivery import dispatch, lease
 from backend.notifications.models import Notification, State
 from backend.notifications.queues import HUEYS
 from tests.plans_setup import analyze, copy_in_sql, plan_of
@@ -44,3 +45,24 @@ def test_a_single_delivery_reads_and_moves_its_row_by_key_whatever_the_statistic
         assert "notifications_notification_pkey" in plan, plan
     HUEYS["standard"].flush()
     HUEYS["high"].flush()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_renewal_reads_its_rows_by_key_whatever_the_statistics_say(demo_data, send):
+    """Statistics taken while nothing was in flight; then 5,000 rows sending: the beat reads the 200 it holds by key."""
+    response = send({"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}})
+    row = Notification.objects.get(pk=response.json()["id"])
+    Notification.objects.filter(pk=row.pk).update(state=State.SENT)
+    copy_in_sql(row, 20_000)  # the history, sent
+    analyze()  # nothing sending
+    Notification.objects.filter(pk=row.pk).update(state=State.SENDING, idempotency_key="in-flight")
+    copy_in_sql(row, 5_000)  # in flight, not analyzed
+    held = [str(pk) for pk in Notification.objects.filter(state=State.SENDING).values_list("pk", flat=True)[:200]]
+
+    with lease.held_many(held, "standard"), CaptureQueriesContext(connection) as captured:
+        assert lease.renew() == 200
+
+    [renewal] = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("UPDATE")]
+    plan = plan_of(renewal)
+    assert "notification_lease_idx" not in plan and "Sort" not in plan, plan
+    assert "notifications_notification_pkey" in plan, plan

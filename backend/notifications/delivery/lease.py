@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
+from backend.notifications.actions.transitions import unindexed
 from backend.notifications.models import Notification, State
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,10 @@ def renew(now: datetime | None = None) -> int:
     renewed = 0
     for tier, ids in by_tier.items():
         with transaction.atomic():
-            free = Notification.objects.filter(pk__in=ids, state=State.SENDING).select_for_update(skip_locked=True)
+            # By key, the state compared unindexed: with statistics taken while nothing was in flight, PostgreSQL read
+            # every sending row through the leases' index and filtered it by id (5,000 rows in flight: all read).
+            rows = Notification.objects.alias(state_code=unindexed("state"))
+            free = rows.filter(pk__in=ids, state_code=State.SENDING).order_by().select_for_update(skip_locked=True)
             renewed += Notification.objects.filter(pk__in=free.values("pk")).update(lease_until=expiry(tier, now))
     return renewed
 
