@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
@@ -285,14 +286,20 @@ def _watch_velocity(recipient: Recipient, now: float) -> rate_limits.Event | Non
     threshold = settings.NOTIFY["OTP_VELOCITY_PER_MINUTE"]
     try:
         counted = rate_limits.hit([rate_limits.Window(key, 60, 1_000_000_000)], now).counted
+    except RedisUnavailable:
+        return None
+    try:
         sent = rate_limits.count(key, 60, now)
         with guard("velocity alarm"):
             alarm = sent > threshold and cache.add(f"velocity-alarm:{country}:{int(now // 60)}", 1, timeout=120)
+        if alarm:
+            logger.warning("SMS pumping? %d OTP SMS to %s in the last minute (threshold %d)", sent, country, threshold)
+            VelocityAlarm.objects.create(country=country, count=sent, threshold=threshold)
     except RedisUnavailable:
-        return None
-    if alarm:
-        logger.warning("SMS pumping? %d OTP SMS to %s in the last minute (threshold %d)", sent, country, threshold)
-        VelocityAlarm.objects.create(country=country, count=sent, threshold=threshold)
+        return counted
+    except Exception:
+        forget([counted] if counted else [])  # the alarm's INSERT failed (the database down): no send goes ahead
+        raise
     return counted
 
 
@@ -305,8 +312,9 @@ def forget(counted: list[rate_limits.Event]) -> None:
     """
     try:
         rate_limits.forget(counted)
-    except RedisUnavailable:
-        logger.warning("%d rate-limit events of duplicates left counted: Redis unreachable", len(counted))
+    except (RedisUnavailable, redis.RedisError) as exc:
+        # Best effort on a path that already answers (a duplicate, or the error being raised): never replace it.
+        logger.warning("%d rate-limit events of unsent notifications left counted (%s)", len(counted), exc)
 
 
 def _rate_windows_of(category: str, recipient_pk: int | None = None) -> list[rate_limits.Window]:
@@ -403,14 +411,24 @@ def decide_many(cases: list[Case], now: datetime) -> list[Decision | LimitUnavai
     except RedisUnavailable:
         hits = iter([rate_limits.Verdict(True)] * len(windows))
     out: list[Decision | LimitUnavailable] = []
-    for case, plan in zip(cases, plans, strict=True):
-        verdict = next(hits) if isinstance(plan, list) else plan
-        try:
-            out.append(
-                decide(case.kind, case.recipient, case.route, case.priority, case.send_at, now, case.facts, verdict)
-            )
-        except LimitUnavailable as exc:
-            out.append(exc)
+    counted: list[rate_limits.Event] = []
+    try:
+        for case, plan in zip(cases, plans, strict=True):
+            verdict = next(hits) if isinstance(plan, list) else plan
+            counted += [verdict.counted] if verdict and verdict.counted else []
+            try:
+                decision = decide(
+                    case.kind, case.recipient, case.route, case.priority, case.send_at, now, case.facts, verdict
+                )
+            except LimitUnavailable as exc:
+                out.append(exc)
+                continue
+            out.append(decision)
+            counted += [event for event in decision.counted if event not in counted]
+    except Exception:
+        # A decision failed (an OTP's velocity alarm met the database down): the batch stores nothing.
+        forget(counted)
+        raise
     return out
 
 
@@ -439,7 +457,12 @@ def decide(
         otp = _otp_verdict(recipient, epoch)
         if not otp.allowed:
             return Decision(State.SUPPRESSED, "otp-limit")
-        counted = (otp.counted, _watch_velocity(recipient, epoch))
+        try:
+            velocity = _watch_velocity(recipient, epoch)
+        except Exception:
+            forget([otp.counted] if otp.counted else [])
+            raise
+        counted = (otp.counted, velocity)
         return _due(send_at, now, tuple(event for event in counted if event is not None))
     due = send_at if send_at and send_at > now else now
     if priority != Priority.STANDARD:

@@ -1,6 +1,7 @@
 """Acceptance: a send request becomes a stored notification (or the original, for a duplicate)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -8,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from backend.notifications import idempotency, masking, policy, rendering
+from backend.notifications import idempotency, masking, policy, rate_limits, rendering
 from backend.notifications.actions import accept_reads
 from backend.notifications.actions.accept_rows import Prepared, insert_accepted
 from backend.notifications.actions.transitions import enqueue_on_commit, record_state_change
@@ -251,12 +252,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     checked = check(request, kind, recipient, facts, version_for)
     decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now, facts)
     prepared = build(request, client, kind, recipient, checked, decision, now)
-    try:
-        change = _store(prepared) if prepared.digest_at is None else _store_with_digest(prepared)
-    except Exception:
-        # Nothing stored (the database is down: a 503 that says to retry with the same key), nothing counted.
-        policy.forget(list(prepared.counted))
-        raise
+    change = _store(prepared) if prepared.digest_at is None else _store_with_digest(prepared)
     if change is None:
         # The UNIQUE index refused it: a concurrent request with this key won the race, or Redis had
         # forgotten the key. A duplicate keeps no place in the rate limits its decision counted it in.
@@ -268,17 +264,36 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     return Accepted(prepared.notification, duplicate=False, history=(change,))
 
 
+@contextmanager
+def uncounted_if_not_stored(counted: Iterable[rate_limits.Event]) -> Iterator[None]:
+    """Around the write of decided notifications: if it raises, ``policy.forget`` the events their decisions counted.
+
+    Nothing was stored (the database is down: the 503 says to retry with the same key), so the retry
+    must find the windows as they were. Only the write goes inside: once it returned, the rows are
+    committed and keep their places, whatever happens after (an enqueue that fails is the sweeper's).
+    """
+    try:
+        yield
+    except Exception:
+        policy.forget(list(counted))
+        raise
+
+
 def _store(prepared: Prepared) -> StateChange | None:
     """Insert the row and its first history row (one statement on PostgreSQL); None when its key is taken."""
     notification = prepared.notification
-    change = insert_accepted([prepared]).get(notification.pk)
+    with uncounted_if_not_stored(prepared.counted):
+        change = insert_accepted([prepared]).get(notification.pk)
     if change is not None and notification.state == State.QUEUED:
         enqueue_on_commit(notification)
     return change
 
 
 def _store_with_digest(prepared: Prepared) -> StateChange | None:
-    """``_store`` for a notification folded into a digest: the row, its history and the digest in one transaction."""
+    """``_store`` for a notification folded into a digest: the row, its history and the digest in one transaction.
+
+    Its decision was a refusal by the rate limit, which counted no event: nothing to forget if this fails.
+    """
     notification = prepared.notification
     try:
         with transaction.atomic():

@@ -40,6 +40,7 @@ from backend.notifications.actions.accept import (
     fold_into_digest,
     known,
     scope_of,
+    uncounted_if_not_stored,
 )
 from backend.notifications.actions.accept_rows import Prepared, insert_accepted
 from backend.notifications.array_param import in_array
@@ -162,18 +163,14 @@ def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcom
     """Check, decide and insert requests with distinct new keys; their outcomes, in order."""
     checked = _prepare_all(requests, client)
     rows = [outcome for outcome in checked if isinstance(outcome, Prepared)]
-    try:
-        with transaction.atomic():
-            changes = insert_accepted(rows)
-            inserted = set(changes)
-            for prepared in rows:
-                if prepared.notification.pk in inserted and prepared.digest_at is not None:
-                    fold_into_digest(prepared.notification, prepared.digest_at)
-            _enqueue_on_commit([prepared.notification for prepared in rows if prepared.notification.pk in inserted])
-    except Exception:
-        # Rolled back (the database is down: a 503 that says to send the batch again), so nothing was counted.
-        policy.forget([event for prepared in rows for event in prepared.counted])
-        raise
+    with uncounted_if_not_stored(event for prepared in rows for event in prepared.counted), transaction.atomic():
+        changes = insert_accepted(rows)
+        inserted = set(changes)
+        for prepared in rows:
+            if prepared.notification.pk in inserted and prepared.digest_at is not None:
+                fold_into_digest(prepared.notification, prepared.digest_at)
+    # After the block, so that a failing enqueue never counts as a failed write: the rows are committed.
+    _enqueue_on_commit([prepared.notification for prepared in rows if prepared.notification.pk in inserted])
     lost = {p.notification.idempotency_key for p in rows if p.notification.pk not in inserted}
     policy.forget([event for p in rows if p.notification.pk not in inserted for event in p.counted])
     winners = _originals(scope_of(client), lost) if lost else {}
@@ -260,7 +257,9 @@ def _enqueue_on_commit(rows: list[Notification]) -> None:
         if row.state == State.QUEUED:
             tiers.setdefault(row.priority, []).append(str(row.pk))
     for tier, ids in tiers.items():
-        transaction.on_commit(lambda tier=tier, ids=ids: _enqueue_or_leave_for_sweeper(ids, tier))
+        # Robust: a queue that refuses the write (a read-only replica after a failover) leaves the committed rows
+        # queued for the sweeper, as an unreachable one does; it never turns the stored batch into a 500.
+        transaction.on_commit(lambda tier=tier, ids=ids: _enqueue_or_leave_for_sweeper(ids, tier), robust=True)
 
 
 def _enqueue_or_leave_for_sweeper(ids: list[str], tier: str) -> None:

@@ -39,11 +39,12 @@ def record_state_change(notification: Notification, from_state: str, to_state: s
 def enqueue_on_commit(notification: Notification, delay: float | None = None) -> None:
     """Hand the notification's id to its tier's queue once the transaction commits (``delay`` in seconds).
 
-    If Redis is unreachable then, the row is committed and stays ``queued``: the sweeper
-    re-enqueues it once ``NOTIFY_VISIBILITY_TIMEOUT`` has passed and the queue is back.
+    If Redis is unreachable then, or refuses the write (a read-only replica after a failover), the row
+    is committed and stays ``queued``: the sweeper re-enqueues it once ``NOTIFY_VISIBILITY_TIMEOUT``
+    has passed and the queue is back. The failure is logged (``robust``), never raised into a stored send.
     """
     notification_id, tier = str(notification.pk), notification.priority
-    transaction.on_commit(lambda: _enqueue_or_leave_for_sweeper(notification_id, tier, delay))
+    transaction.on_commit(lambda: _enqueue_or_leave_for_sweeper(notification_id, tier, delay), robust=True)
 
 
 def _enqueue_or_leave_for_sweeper(notification_id: str, tier: str, delay: float | None) -> None:
