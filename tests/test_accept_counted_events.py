@@ -116,3 +116,68 @@ def test_a_forget_redis_refuses_never_replaces_the_answer(send, orders_service, 
     again = send(SHIPPED)
 
     assert (again.status_code, again.json()["id"]) == (200, first["id"])
+
+
+def test_a_batch_whose_first_otp_alarm_fails_gives_back_the_places_of_the_items_after_it(api, settings, monkeypatch):
+    """hit_many counts every item's window before any decision: those after the failing one are given back too."""
+    settings.NOTIFY = {
+        **settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 1}}, "OTP_LIMIT": 1, "OTP_VELOCITY_PER_MINUTE": 0,
+    }  # fmt: skip
+    items = [{**OTP, "idempotency_key": "login-en"}, {**SHIPPED, "user_id": "u-fa-1", "idempotency_key": "ship-fa"}]
+    monkeypatch.setattr(VelocityAlarm.objects, "create", failing(OperationalError("server closed the connection")))
+
+    assert api.post("/api/v1/notifications/batch", {"items": items}, format="json").status_code == 503
+    monkeypatch.undo()
+
+    assert (Notification.objects.count(), hour_count("u-fa-1")) == (0, 0)
+    again = api.post("/api/v1/notifications/batch", {"items": items}, format="json").json()["results"]
+    assert [(r["status"], r["body"]["state"], r["body"]["reason"]) for r in again] == [(202, "queued", "")] * 2
+
+
+def test_decide_many_forgets_each_event_of_a_failed_batch_once_and_no_earlier_ones(settings, monkeypatch):
+    from django.utils import timezone
+
+    from backend.notifications import policy
+    from backend.notifications.models import Kind
+
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 5}}, "OTP_VELOCITY_PER_MINUTE": 0}
+
+    def cases(*specs):
+        out = []
+        for user_id, kind_name in specs:
+            kind, recipient = Kind.objects.get(name=kind_name), Recipient.objects.get(user_id=user_id)
+            out.append(policy.Case(kind, recipient, policy.route(kind, recipient, None), kind.priority, None))
+        return out
+
+    now = timezone.now()
+    earlier = policy.decide_many(cases(("u-fa-1", "shipped"), ("u-ar-1", "shipped")), now)  # stored before
+    forgotten: list = []
+    forget = rate_limits.forget
+    monkeypatch.setattr(rate_limits, "forget", lambda events: (forgotten.extend(events), forget(events)))
+    monkeypatch.setattr(VelocityAlarm.objects, "create", failing(OperationalError("server closed the connection")))
+
+    with pytest.raises(OperationalError):
+        policy.decide_many(cases(("u-fa-1", "shipped"), ("u-en-1", "otp"), ("u-ar-1", "shipped")), now)
+
+    members = [event.member for event in forgotten]
+    assert len(members) == len(set(members)) == 4  # two users' windows, the OTP's phone and its velocity count
+    assert not {event.member for decision in earlier for event in decision.counted} & set(members)
+    assert (hour_count("u-fa-1"), hour_count("u-ar-1")) == (1, 1)
+
+
+def test_a_stored_batch_is_not_a_500_when_its_keys_cannot_be_marked_seen(api, settings, monkeypatch):
+    """A Redis that refuses writes refuses mark_seen's too: the committed batch still answers 200."""
+    from importlib import import_module
+
+    idempotency = import_module("backend.notifications.idempotency")
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 1}}}
+    refused = redis.exceptions.ReadOnlyError("You can't write against a read only replica.")
+    monkeypatch.setattr(tasks, "enqueue_deliveries", failing(refused))
+    monkeypatch.setattr(idempotency, "mark_seen", failing(refused))
+
+    response = api.post(
+        "/api/v1/notifications/batch", {"items": [{**SHIPPED, "idempotency_key": "b-1"}]}, format="json"
+    )
+    monkeypatch.undo()
+
+    assert (response.status_code, Notification.objects.count(), hour_count("u-ar-1")) == (200, 1, 1)

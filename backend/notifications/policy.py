@@ -297,7 +297,7 @@ def _watch_velocity(recipient: Recipient, now: float) -> rate_limits.Event | Non
             VelocityAlarm.objects.create(country=country, count=sent, threshold=threshold)
     except RedisUnavailable:
         return counted
-    except Exception:
+    except BaseException:
         forget([counted] if counted else [])  # the alarm's INSERT failed (the database down): no send goes ahead
         raise
     return counted
@@ -407,15 +407,16 @@ def decide_many(cases: list[Case], now: datetime) -> list[Decision | LimitUnavai
     ]
     windows = [plan for plan in plans if isinstance(plan, list)]
     try:
-        hits = iter(rate_limits.hit_many(windows, epoch))
+        verdicts = rate_limits.hit_many(windows, epoch)
     except RedisUnavailable:
-        hits = iter([rate_limits.Verdict(True)] * len(windows))
+        verdicts = [rate_limits.Verdict(True)] * len(windows)
+    # Every event hit_many counted, and those of the decisions made: forgotten if a decision raises.
+    counted = [verdict.counted for verdict in verdicts if verdict.counted]
+    hits = iter(verdicts)
     out: list[Decision | LimitUnavailable] = []
-    counted: list[rate_limits.Event] = []
     try:
         for case, plan in zip(cases, plans, strict=True):
             verdict = next(hits) if isinstance(plan, list) else plan
-            counted += [verdict.counted] if verdict and verdict.counted else []
             try:
                 decision = decide(
                     case.kind, case.recipient, case.route, case.priority, case.send_at, now, case.facts, verdict
@@ -424,9 +425,10 @@ def decide_many(cases: list[Case], now: datetime) -> list[Decision | LimitUnavai
                 out.append(exc)
                 continue
             out.append(decision)
-            counted += [event for event in decision.counted if event not in counted]
-    except Exception:
-        # A decision failed (an OTP's velocity alarm met the database down): the batch stores nothing.
+            counted += [event for event in decision.counted if verdict is None or event != verdict.counted]
+    except BaseException:
+        # A decision failed (an OTP's velocity alarm met the database down): the batch stores nothing. That
+        # decision forgot its own events (``decide``).
         forget(counted)
         raise
     return out
@@ -459,7 +461,7 @@ def decide(
             return Decision(State.SUPPRESSED, "otp-limit")
         try:
             velocity = _watch_velocity(recipient, epoch)
-        except Exception:
+        except BaseException:
             forget([otp.counted] if otp.counted else [])
             raise
         counted = (otp.counted, velocity)

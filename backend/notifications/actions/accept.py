@@ -271,10 +271,12 @@ def uncounted_if_not_stored(counted: Iterable[rate_limits.Event]) -> Iterator[No
     Nothing was stored (the database is down: the 503 says to retry with the same key), so the retry
     must find the windows as they were. Only the write goes inside: once it returned, the rows are
     committed and keep their places, whatever happens after (an enqueue that fails is the sweeper's).
+    "Committed" holds because every caller writes in autocommit or in its own ``atomic`` block: a
+    caller's outer transaction that later rolled back would leave the events counted.
     """
     try:
         yield
-    except Exception:
+    except BaseException:
         policy.forget(list(counted))
         raise
 

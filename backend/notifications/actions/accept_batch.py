@@ -175,7 +175,8 @@ def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcom
     policy.forget([event for p in rows if p.notification.pk not in inserted for event in p.counted])
     winners = _originals(scope_of(client), lost) if lost else {}
     keys = [request.idempotency_key for request in requests]
-    transaction.on_commit(lambda: idempotency.mark_seen(scope_of(client), keys))
+    # Robust: a Redis that refuses the write (a read-only replica) costs the next single send a read, not a 500.
+    transaction.on_commit(lambda: idempotency.mark_seen(scope_of(client), keys), robust=True)
     settled = zip(requests, checked, strict=True)
     return [_settled(request, outcome, inserted, changes, winners) for request, outcome in settled]
 
