@@ -105,6 +105,27 @@ def test_a_batch_costs_a_fixed_number_of_queries_not_a_few_per_notification(
     assert states(ids) == {State.SENT: 40}
 
 
+@pytest.mark.parametrize(("user_id", "channel"), [("u-en-1", "push"), ("u-ar-1", "email")])
+def test_a_push_or_email_batch_costs_a_fixed_number_of_queries_too(
+    send, caller, smtp_sink, django_assert_max_num_queries, user_id, channel
+):
+    """The batch reads only some of the recipient's columns: none of the rest is fetched row by row after."""
+    body = {"user_id": user_id, "kind": "shipped", "params": {"order": "0"}, "channel": channel}
+    first = Notification.objects.get(pk=send(body, key="k-0").json()["id"])
+    copies = [
+        Notification(**{**{f.attname: getattr(first, f.attname) for f in Notification._meta.concrete_fields},
+                        "id": uuid.uuid4(), "idempotency_key": f"k-{n}", "params": {"order": str(n)}})
+        for n in range(1, 30)
+    ]  # fmt: skip
+    Notification.objects.bulk_create(copies)
+    ids = [str(first.pk)] + [str(copy.pk) for copy in copies]
+
+    # The rows, kinds, versions (push: the devices too); the claim; the results with the move to sent.
+    with django_assert_max_num_queries(6):
+        batch.deliver_batch(ids, "standard", caller)
+    assert states(ids) == {State.SENT: 30}
+
+
 def deliver_racing(ids: list[str], workers: int, shuffled: bool = False) -> list[str]:
     """``workers`` threads each delivering the batch ``ids`` (each in its own order when ``shuffled``); their errors."""
     errors = []

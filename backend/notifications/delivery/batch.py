@@ -145,6 +145,7 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
     # before a backlog arrived (10 queued rows estimated) made PostgreSQL read the whole queue through its partial
     # index and hash it to find the batch's 200 rows (60,000 queued: 26–99 ms a batch, growing with the queue).
     found = Notification.objects.select_related("recipient").filter(by_keys(list(ids))).defer(*_UNREAD).order_by()
+    found = found.defer(*_UNREAD_RECIPIENT)
     rows = [row for row in found if row.state == State.QUEUED]
     _attach_shared(rows, ("kind", "template_version"))
     items, single = _split(rows)
@@ -162,6 +163,17 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
 _UNREAD = (
     "idempotency_key", "idempotency_scope", "request_hash", "reason", "preview", "provider", "provider_ref",
     "last_error", "updated_at", "queued_at", "sending_at", "lease_until", "sent_at", "failed_at", "expired_at",
+)  # fmt: skip
+
+
+# The recipient's columns a batch never reads (it sends to the address and names the user id): its attributes' JSON,
+# five timestamps and times parsed per row, 24.6 → 19.1 µs of CPU a row read (in process, 200-row reads).
+_UNREAD_RECIPIENT = tuple(
+    f"recipient__{name}"
+    for name in (
+        "attributes", "created_at", "updated_at", "quiet_hours_start", "quiet_hours_end", "email_bounced_at",
+        "email_bounce", "phone_disabled_at", "phone_disabled_reason", "language", "time_zone",
+    )
 )  # fmt: skip
 
 
