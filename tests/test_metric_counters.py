@@ -4,6 +4,7 @@ Each path that moves rows is driven for real (the single delivery, a batch to th
 HTTP, a campaign's fan-out and cancel) and its totals compared with what the rows say afterwards.
 """
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -46,6 +47,20 @@ def test_a_sent_row_falls_in_every_bucket_from_the_first_that_holds_its_latency(
     counts = metric_counters.sent_latency("high", T, T + timedelta(seconds=seconds))
     assert latency_buckets(seconds) == BUCKETS[BUCKETS.index(lowest) :]
     assert (counts["latency", "high", "count"], counts["latency", "high", "sum_us"]) == (1, sum_us)
+
+
+def test_many_rows_count_as_the_sum_of_each_row_alone():
+    """A batch's wave adds ``sent_latencies`` of its rows: the same counters as ``sent_latency`` row by row."""
+    seconds = [0.0, 0.05, 0.050001, 0.3, 2.34, 300.0, 301.0, -0.2, 0.3]
+    one_by_one: Counter = Counter()
+    for value in seconds:
+        one_by_one.update(metric_counters.sent_latency("standard", T, T + timedelta(seconds=value)))
+
+    counts = metric_counters.sent_latencies("standard", seconds)
+
+    assert counts == one_by_one
+    assert (counts["latency", "standard", "count"], counts["latency", "standard", "le_0.05"]) == (9, 3)
+    assert (counts["latency", "standard", "le_0.5"], counts["latency", "standard", "le_300"]) == (6, 8)
 
 
 def test_past_the_last_bucket_only_the_count_and_sum_move():

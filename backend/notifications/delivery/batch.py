@@ -440,13 +440,15 @@ def _counted(wave: list[Item], results: dict[int, str], moved: set[str], provide
 
     The claim counted its own move to ``sending`` (``_claim``), whatever happens to the wave after it.
     """
-    counts: Counter = Counter()
+    counts: Counter = Counter(("attempt", provider, results[item.attempt_id]) for item in wave)
+    latencies: dict[str, list[float]] = {}
     for item in wave:
-        tier = item.notification.priority
-        counts["attempt", provider, results[item.attempt_id]] += 1
         if item.id in moved:
-            counts.update(metric_counters.entered(tier, State.SENDING, State.SENT, provider=provider))
-            counts.update(metric_counters.sent_latency(tier, item.notification.due_at, sent_at))
+            notification = item.notification
+            latencies.setdefault(notification.priority, []).append((sent_at - notification.due_at).total_seconds())
+    for tier, seconds in latencies.items():
+        counts.update(metric_counters.entered(tier, State.SENDING, State.SENT, len(seconds), provider=provider))
+        counts.update(metric_counters.sent_latencies(tier, seconds))
     return counts
 
 
