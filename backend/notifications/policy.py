@@ -17,6 +17,8 @@ dropping transactional mail).
 
 import functools
 import logging
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -288,18 +290,17 @@ def _watch_velocity(recipient: Recipient, now: float) -> rate_limits.Event | Non
         counted = rate_limits.hit([rate_limits.Window(key, 60, 1_000_000_000)], now).counted
     except RedisUnavailable:
         return None
-    try:
-        sent = rate_limits.count(key, 60, now)
-        with guard("velocity alarm"):
-            alarm = sent > threshold and cache.add(f"velocity-alarm:{country}:{int(now // 60)}", 1, timeout=120)
+    # The alarm's INSERT failing (the database down) stops the send: its count goes with it.
+    with uncounted_on_failure([counted]):
+        try:
+            sent = rate_limits.count(key, 60, now)
+            with guard("velocity alarm"):
+                alarm = sent > threshold and cache.add(f"velocity-alarm:{country}:{int(now // 60)}", 1, timeout=120)
+        except RedisUnavailable:
+            return counted
         if alarm:
             logger.warning("SMS pumping? %d OTP SMS to %s in the last minute (threshold %d)", sent, country, threshold)
             VelocityAlarm.objects.create(country=country, count=sent, threshold=threshold)
-    except RedisUnavailable:
-        return counted
-    except BaseException:
-        forget([counted] if counted else [])  # the alarm's INSERT failed (the database down): no send goes ahead
-        raise
     return counted
 
 
@@ -315,6 +316,23 @@ def forget(counted: list[rate_limits.Event]) -> None:
     except (RedisUnavailable, redis.RedisError) as exc:
         # Best effort on a path that already answers (a duplicate, or the error being raised): never replace it.
         logger.warning("%d rate-limit events of unsent notifications left counted (%s)", len(counted), exc)
+
+
+@contextmanager
+def uncounted_on_failure(counted: Iterable[rate_limits.Event | None]) -> Iterator[None]:
+    """Around what must succeed for counted events to stand: if it raises, ``forget`` them, then re-raise.
+
+    ``counted`` is read when the block fails, so a list the block extends is forgotten whole; None
+    entries (nothing counted) are skipped. For the write of decided notifications (``actions.accept``,
+    ``accept_batch``: only the write goes inside, so once it returned the rows are committed and keep
+    their places; a caller's outer transaction rolled back later would leave them counted, and none
+    does) and for the decisions themselves (an OTP's velocity alarm meeting the database down).
+    """
+    try:
+        yield
+    except BaseException:
+        forget([event for event in counted if event is not None])
+        raise
 
 
 def _rate_windows_of(category: str, recipient_pk: int | None = None) -> list[rate_limits.Window]:
@@ -414,7 +432,9 @@ def decide_many(cases: list[Case], now: datetime) -> list[Decision | LimitUnavai
     counted = [verdict.counted for verdict in verdicts if verdict.counted]
     hits = iter(verdicts)
     out: list[Decision | LimitUnavailable] = []
-    try:
+    # A decision that fails (an OTP's velocity alarm meeting the database down) fails the batch, which stores
+    # nothing; that decision forgot its own events (``decide``).
+    with uncounted_on_failure(counted):
         for case, plan in zip(cases, plans, strict=True):
             verdict = next(hits) if isinstance(plan, list) else plan
             try:
@@ -425,12 +445,8 @@ def decide_many(cases: list[Case], now: datetime) -> list[Decision | LimitUnavai
                 out.append(exc)
                 continue
             out.append(decision)
-            counted += [event for event in decision.counted if verdict is None or event != verdict.counted]
-    except BaseException:
-        # A decision failed (an OTP's velocity alarm met the database down): the batch stores nothing. That
-        # decision forgot its own events (``decide``).
-        forget(counted)
-        raise
+            if not isinstance(plan, list):  # a rate-limit plan's event is hit_many's, counted above
+                counted += decision.counted
     return out
 
 
@@ -459,11 +475,8 @@ def decide(
         otp = _otp_verdict(recipient, epoch)
         if not otp.allowed:
             return Decision(State.SUPPRESSED, "otp-limit")
-        try:
+        with uncounted_on_failure([otp.counted]):
             velocity = _watch_velocity(recipient, epoch)
-        except BaseException:
-            forget([otp.counted] if otp.counted else [])
-            raise
         counted = (otp.counted, velocity)
         return _due(send_at, now, tuple(event for event in counted if event is not None))
     due = send_at if send_at and send_at > now else now

@@ -83,6 +83,11 @@ class Event:
     member: str
     at: float
 
+    @classmethod
+    def of(cls, windows: list[Window], member: str, at: float) -> "Event":
+        """The event counted as ``member`` at ``at`` in every one of ``windows``."""
+        return cls(tuple(window.key for window in windows), member, at)
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -112,7 +117,7 @@ def _hit_local(windows: list[Window], now: float) -> Verdict:
                 return Verdict(False, window, min(t for t, _ in events) + window.seconds)
         for window in windows:
             _local[window.key].append((now, member))
-    return Verdict(True, counted=Event(tuple(w.key for w in windows), member, now))
+    return Verdict(True, counted=Event.of(windows, member, now))
 
 
 def hit(windows: list[Window], now: float | None = None) -> Verdict:
@@ -136,7 +141,7 @@ def hit(windows: list[Window], now: float | None = None) -> Verdict:
         script = client.register_script(_HIT)
         refused, oldest = script(keys=[w.key for w in windows], args=[*args, member])
     if not refused:
-        return Verdict(True, counted=Event(tuple(w.key for w in windows), member, now))
+        return Verdict(True, counted=Event.of(windows, member, now))
     window = windows[int(refused) - 1]
     return Verdict(False, window, float(oldest) + window.seconds)
 
@@ -168,7 +173,7 @@ def hit_many(requests: list[list[Window]], now: float | None = None) -> list[Ver
             window = windows[int(refused) - 1]
             verdicts.append(Verdict(False, window, float(oldest) + window.seconds))
         else:
-            verdicts.append(Verdict(True, counted=Event(tuple(w.key for w in windows), member, now)))
+            verdicts.append(Verdict(True, counted=Event.of(windows, member, now)))
     return verdicts
 
 

@@ -1,7 +1,6 @@
 """Acceptance: a send request becomes a stored notification (or the original, for a duplicate)."""
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -9,7 +8,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from backend.notifications import idempotency, masking, policy, rate_limits, rendering
+from backend.notifications import idempotency, masking, policy, rendering
 from backend.notifications.actions import accept_reads
 from backend.notifications.actions.accept_rows import Prepared, insert_accepted
 from backend.notifications.actions.transitions import enqueue_on_commit, record_state_change
@@ -264,27 +263,10 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     return Accepted(prepared.notification, duplicate=False, history=(change,))
 
 
-@contextmanager
-def uncounted_if_not_stored(counted: Iterable[rate_limits.Event]) -> Iterator[None]:
-    """Around the write of decided notifications: if it raises, ``policy.forget`` the events their decisions counted.
-
-    Nothing was stored (the database is down: the 503 says to retry with the same key), so the retry
-    must find the windows as they were. Only the write goes inside: once it returned, the rows are
-    committed and keep their places, whatever happens after (an enqueue that fails is the sweeper's).
-    "Committed" holds because every caller writes in autocommit or in its own ``atomic`` block: a
-    caller's outer transaction that later rolled back would leave the events counted.
-    """
-    try:
-        yield
-    except BaseException:
-        policy.forget(list(counted))
-        raise
-
-
 def _store(prepared: Prepared) -> StateChange | None:
     """Insert the row and its first history row (one statement on PostgreSQL); None when its key is taken."""
     notification = prepared.notification
-    with uncounted_if_not_stored(prepared.counted):
+    with policy.uncounted_on_failure(prepared.counted):
         change = insert_accepted([prepared]).get(notification.pk)
     if change is not None and notification.state == State.QUEUED:
         enqueue_on_commit(notification)

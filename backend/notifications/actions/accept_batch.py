@@ -40,7 +40,6 @@ from backend.notifications.actions.accept import (
     fold_into_digest,
     known,
     scope_of,
-    uncounted_if_not_stored,
 )
 from backend.notifications.actions.accept_rows import Prepared, insert_accepted
 from backend.notifications.array_param import in_array
@@ -163,7 +162,7 @@ def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcom
     """Check, decide and insert requests with distinct new keys; their outcomes, in order."""
     checked = _prepare_all(requests, client)
     rows = [outcome for outcome in checked if isinstance(outcome, Prepared)]
-    with uncounted_if_not_stored(event for prepared in rows for event in prepared.counted), transaction.atomic():
+    with policy.uncounted_on_failure(e for prepared in rows for e in prepared.counted), transaction.atomic():
         changes = insert_accepted(rows)
         inserted = set(changes)
         for prepared in rows:
@@ -171,8 +170,9 @@ def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcom
                 fold_into_digest(prepared.notification, prepared.digest_at)
     # After the block, so that a failing enqueue never counts as a failed write: the rows are committed.
     _enqueue_on_commit([prepared.notification for prepared in rows if prepared.notification.pk in inserted])
-    lost = {p.notification.idempotency_key for p in rows if p.notification.pk not in inserted}
-    policy.forget([event for p in rows if p.notification.pk not in inserted for event in p.counted])
+    taken = [prepared for prepared in rows if prepared.notification.pk not in inserted]
+    policy.forget([event for prepared in taken for event in prepared.counted])
+    lost = {prepared.notification.idempotency_key for prepared in taken}
     winners = _originals(scope_of(client), lost) if lost else {}
     keys = [request.idempotency_key for request in requests]
     # Robust: a Redis that refuses the write (a read-only replica) costs the next single send a read, not a 500.

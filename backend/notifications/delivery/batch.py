@@ -144,8 +144,8 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
     # By primary key alone, the state checked here: with ``state='queued'`` in the statement, statistics taken
     # before a backlog arrived (10 queued rows estimated) made PostgreSQL read the whole queue through its partial
     # index and hash it to find the batch's 200 rows (60,000 queued: 26–99 ms a batch, growing with the queue).
-    found = Notification.objects.select_related("recipient").filter(by_keys(list(ids))).defer(*_UNREAD).order_by()
-    found = found.defer(*_UNREAD_RECIPIENT)
+    found = Notification.objects.select_related("recipient").filter(by_keys(list(ids)))
+    found = found.defer(*_UNREAD, *_UNREAD_RECIPIENT).order_by()
     rows = [row for row in found if row.state == State.QUEUED]
     _attach_shared(rows, ("kind", "template_version"))
     items, single = _split(rows)
