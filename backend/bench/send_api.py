@@ -233,14 +233,14 @@ async def _batches(url: str, headers: dict, run: str, body, serial, args, web: s
 
 
 def _per_request(spent: list[tuple[str, float]], requests: int) -> str:
-    """``CPU per request: web tier X µs, …; total Y µs``: unlike a rate, it hardly moves with the host's speed."""
+    """``CPU per request: web tier X µs, …; server side Y µs`` (all but the load generator).
+
+    Unlike a rate, it hardly moves with the host's speed.
+    """
     each = [(name, seconds / max(requests, 1) * 1e6) for name, seconds in spent]
     server = sum(micros for name, micros in each if name != "load generator")
-    return (
-        "  CPU per request: "
-        + ", ".join(f"{name} {micros:.0f} µs" for name, micros in each)
-        + (f"; server side {server:.0f} µs")
-    )
+    parts = ", ".join(f"{name} {micros:.0f} µs" for name, micros in each)
+    return f"  CPU per request: {parts}; server side {server:.0f} µs"
 
 
 def _cpu_of(pid: int) -> float:
