@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from backend.notifications.models import ApiClient
 from backend.notifications.queues import HUEYS
 from backend.stubs.smtp_sink import SinkRules, start_sink
+from tests.http_servers import servers, tls_authority  # noqa: F401 - fixtures shared by the outbound HTTP tests
 
 
 def pytest_configure(config):

@@ -6,73 +6,19 @@ the connect call (``refuse_public_connects``) before any socket is made.
 
 import ipaddress
 import socket
-import ssl
-import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
-import trustme
 import urllib3.util.connection
 
 from backend.notifications.delivery import dispatch
 from backend.notifications.models import Attempt, Device, Recipient, State
 from backend.notifications.providers import http
 from backend.notifications.providers.base import OutboundMessage, ProviderError, provider_named
+from tests.http_servers import tls_server_context
 from tests.providers_setup import browser_subscription
 
 PUBLIC = "93.184.215.14"  # what the fake resolver answers first; never connected to
-
-
-class Recorder:
-    """A local HTTP(S) server on a free port that keeps every request and answers with ``answer``."""
-
-    def __init__(self, answer: Callable[[BaseHTTPRequestHandler], tuple[int, dict]], tls: ssl.SSLContext | None = None):
-        self.requests: list[dict] = []
-        self.sni: list[str | None] = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                recorder.requests.append(
-                    {"path": self.path, "host": self.headers["Host"], "body": self.rfile.read(length)}
-                )
-                status, headers = answer(self)
-                self.send_response(status)
-                for name, value in {**headers, "Content-Length": "0"}.items():
-                    self.send_header(name, value)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        if tls is not None:
-            tls.sni_callback = lambda sock, name, context: self.sni.append(name)
-            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
-        self.port = self.server.server_address[1]
-        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def servers():
-    """Start ``Recorder``s; all are stopped after the test."""
-    started: list[Recorder] = []
-
-    def start(answer=lambda handler: (201, {}), tls=None) -> Recorder:
-        started.append(Recorder(answer, tls))
-        return started[-1]
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 class FakeDns(dict):
@@ -197,18 +143,6 @@ def test_the_pinned_connection_keeps_the_name_in_the_host_header(settings, fake_
     assert response.status_code == 201
     assert server.requests == [{"path": "/push/x?a=1", "host": f"push.test:{server.port}", "body": b"payload"}]
     assert fake_dns.lookups == {"push.test": 1}
-
-
-@pytest.fixture(scope="module")
-def tls_authority() -> trustme.CA:
-    """A throwaway certificate authority; the client trusts it through ``verify=<its bundle>``."""
-    return trustme.CA()
-
-
-def tls_server_context(authority, name: str) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    authority.issue_cert(name).configure_cert(context)
-    return context
 
 
 def test_over_tls_the_pinned_connection_sends_sni_and_checks_the_certificate_for_the_name(

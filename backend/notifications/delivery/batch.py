@@ -16,7 +16,7 @@ Redis calls and one blocking HTTP call per notification, a batch costs, per prov
    AND attempt_count=0 RETURNING id``, with the history rows and the attempt rows of the rows it
    returned, *before* the calls: two workers racing on the same ids claim disjoint sets, so each
    notification is sent once, and the claimed ids join this process's lease heartbeat; the calls
-   concurrently on kept-alive connections (``Provider.send_async``, aiohttp); one pipeline of
+   concurrently on kept-alive connections (``Provider.request``, libcurl's multi interface); one pipeline of
    sent-markers *before* the status write and one of breaker outcomes; then one statement recording
    every attempt's result and moving the accepted rows to ``sent`` with their history.
 
@@ -38,8 +38,8 @@ failed call (retry with full jitter, dead letter, permanent failure, address dis
 tier never comes here: it keeps batch size 1 on its own queue and workers.
 """
 
-import asyncio
 import logging
+import os
 import random
 import re
 import time
@@ -47,6 +47,7 @@ import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -62,7 +63,7 @@ from backend.notifications.delivery import breaker, budget, dispatch, lease, sen
 from backend.notifications.delivery.dispatch import Target
 from backend.notifications.delivery.shared_state import RedisUnavailable
 from backend.notifications.models import Attempt, Channel, Device, Notification, State, StateChange
-from backend.notifications.providers import http
+from backend.notifications.providers import concurrent_http, http
 from backend.notifications.providers.base import OutboundMessage, ProviderError, providers_for_channel
 
 logger = logging.getLogger(__name__)
@@ -92,47 +93,76 @@ class Item:
 
 
 class Caller:
-    """One event loop and its keep-alive HTTP session, owned by one batch worker thread.
+    """One batch worker thread's provider calls: a wave's calls at once, ``call_all`` returning when all answered.
 
-    ``call_all`` runs a wave's calls concurrently and returns when all answered; Django's
-    ORM is never used inside the loop (it refuses to run there), only around it.
+    HTTP adapters' calls go together on the thread's libcurl multi handle and its kept-alive
+    connections (``concurrent_http``); the others (SMTP, Web Push, the inbox, the fakes) run their
+    ``send`` meanwhile in a few threads (as many as ``asyncio.to_thread`` would give them).
     """
 
     def __init__(self, connections: int = WAVE):
-        self.loop = asyncio.new_event_loop()
-        self.connections = connections
-        self._client = None
+        self.transport = concurrent_http.Transport(connections)
+        self._threads: ThreadPoolExecutor | None = None
 
     def call_all(self, items: list[Item]) -> None:
         """Call each item's provider with its message; sets ``reference`` or ``error`` and ``latency_ms``."""
-        self.loop.run_until_complete(self._call_all(items))
-
-    async def _call_all(self, items: list[Item]) -> None:
-        if self._client is None:
-            self._client = http.async_session(self.connections)
-        await asyncio.gather(*(self._call(item) for item in items))
-
-    async def _call(self, item: Item) -> None:
-        notification, provider = item.notification, item.target.provider
-        started = time.monotonic()
-        try:
-            item.reference = await provider.send_async(item.message, self._client)
-        except ProviderError as exc:
-            exc.args = (dispatch._redact(notification, str(exc)),)
-            item.error = exc
-        except Exception as exc:
-            # As dispatch._send: a bug or an odd input ends as a recorded transient attempt, never a crash.
-            trace = dispatch._redact(notification, "".join(traceback.format_exception(exc)))
-            logger.error("provider %s raised\n%s", provider.name, trace.rstrip())
-            error = dispatch._redact(notification, f"{provider.name} raised {exc.__class__.__name__}: {exc}")
-            item.error = ProviderError(error, permanent=False)
-        item.latency_ms = round((time.monotonic() - started) * 1000)
+        calls: list[tuple[Item, http.Request]] = []
+        sent_alone: list[tuple[Item, Future]] = []
+        for item in items:
+            try:
+                request = item.target.provider.request(item.message)
+            except Exception as exc:
+                _failed(item, exc)
+                continue
+            if request is not None:
+                calls.append((item, request))
+            else:
+                if self._threads is None:
+                    self._threads = ThreadPoolExecutor(min(32, (os.cpu_count() or 1) + 4), "batch-send")
+                sent_alone.append((item, self._threads.submit(_send_alone, item)))
+        outcomes = self.transport.post_all([request for _, request in calls]) if calls else []
+        for (item, _), outcome in zip(calls, outcomes, strict=True):
+            item.latency_ms = round(outcome.seconds * 1000)
+            try:
+                if outcome.error is not None:
+                    raise outcome.error
+                item.reference = item.target.provider.reference(outcome.answer)
+            except Exception as exc:
+                _failed(item, exc)
+        for _, future in sent_alone:
+            future.result()
 
     def close(self) -> None:
-        """Close the session's connections and the loop."""
-        if self._client is not None:
-            self.loop.run_until_complete(self._client.close())
-        self.loop.close()
+        """Close the connections and the threads."""
+        self.transport.close()
+        if self._threads is not None:
+            self._threads.shutdown()
+
+
+def _send_alone(item: Item) -> None:
+    """``item``'s provider ``send`` (an adapter that speaks no HTTP API), timed; its outcome set on ``item``."""
+    started = time.monotonic()
+    try:
+        item.reference = item.target.provider.send(item.message)
+    except Exception as exc:
+        _failed(item, exc)
+    item.latency_ms = round((time.monotonic() - started) * 1000)
+
+
+def _failed(item: Item, exc: Exception) -> None:
+    """Record on ``item`` what its call raised, secrets redacted.
+
+    As ``dispatch._send``: a bug or an odd input ends as a recorded transient attempt, never a crash.
+    """
+    notification, provider = item.notification, item.target.provider
+    if isinstance(exc, ProviderError):
+        exc.args = (dispatch._redact(notification, str(exc)),)
+        item.error = exc
+        return
+    trace = dispatch._redact(notification, "".join(traceback.format_exception(exc)))
+    logger.error("provider %s raised\n%s", provider.name, trace.rstrip())
+    error = dispatch._redact(notification, f"{provider.name} raised {exc.__class__.__name__}: {exc}")
+    item.error = ProviderError(error, permanent=False)
 
 
 def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:

@@ -9,13 +9,14 @@ or loop. Adapters register under their ``name`` (the ``type`` of the
 providers file); an instance carries its configured name and options.
 """
 
-import asyncio
 from dataclasses import dataclass, field
 from functools import lru_cache
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from backend.notifications.providers.config import ProviderConfig, providers_config
+
+if TYPE_CHECKING:
+    from backend.notifications.providers import http
 
 
 class ProviderError(Exception):
@@ -76,14 +77,18 @@ class Provider:
         """Hand ``message`` to the provider; return its reference or raise ``ProviderError``."""
         raise NotImplementedError
 
-    async def send_async(self, message: OutboundMessage, client: aiohttp.ClientSession) -> str:
-        """``send`` for the batch worker's event loop, on ``client``'s kept-alive connections.
+    def request(self, message: OutboundMessage) -> "http.Request | None":
+        """The one HTTP POST that hands ``message`` to the provider, for a batch to send with its others.
 
-        Adapters that speak HTTP override it (twilio, vonage, fcm); the others (SMTP, Web Push,
-        the inbox, the fakes) run their ``send`` in a thread so the loop keeps the batch's other
-        calls going. Same answer and errors as ``send``.
+        Adapters of an HTTP API override it (twilio, vonage, fcm) and ``reference``; the batch worker
+        sends their calls concurrently (``concurrent_http``) and the others (SMTP, Web Push, the inbox,
+        the fakes), for which this is None, with ``send`` in threads. May raise ``ProviderError``.
         """
-        return await asyncio.to_thread(self.send, message)
+        return None
+
+    def reference(self, answer: "http.Answer") -> str:
+        """The provider's reference in its ``answer`` to ``request``; raises ``ProviderError`` as ``send`` would."""
+        raise NotImplementedError
 
 
 _REGISTRY: dict[str, type[Provider]] = {}

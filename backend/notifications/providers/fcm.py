@@ -27,7 +27,6 @@ Options: ``base_url``, ``project_id``, and ``access_token`` (tests, stubs) or
 ``service_account_file`` (production; tokens minted by google-auth).
 """
 
-import asyncio
 import threading
 
 from backend.notifications.providers import http
@@ -65,19 +64,10 @@ class FcmProvider(Provider):
             return self._credentials.token
 
     def send(self, message: OutboundMessage) -> str:
-        url, body = self._request(message)
-        headers = {"Authorization": f"Bearer {self._token()}"}
-        return self._reference(http.post(url, json=body, headers=headers, timeout=self.timeout))
+        return self.reference(http.send(self.request(message)))
 
-    async def send_async(self, message: OutboundMessage, client) -> str:
-        url, body = self._request(message)
-        # A service account's token may need a refresh over the network: off the event loop.
-        token = self.config.option("access_token") or await asyncio.to_thread(self._token)
-        headers = {"Authorization": f"Bearer {token}"}
-        return self._reference(await http.apost(client, url, json=body, headers=headers, timeout=self.timeout))
-
-    def _request(self, message: OutboundMessage) -> tuple[str, dict]:
-        """The URL and JSON body of the messages:send call for ``message``."""
+    def request(self, message: OutboundMessage) -> http.Request:
+        """The messages:send call for ``message``, with a bearer token (minted first if it expired)."""
         options = self.config.options
         url = f"{options.get('base_url', 'https://fcm.googleapis.com').rstrip('/')}"
         url += f"/v1/projects/{options['project_id']}/messages:send"
@@ -88,9 +78,10 @@ class FcmProvider(Provider):
                 "data": {"notification_id": message.notification_id},
             }
         }
-        return url, body
+        headers = {"Authorization": f"Bearer {self._token()}"}
+        return http.json_request(url, body, timeout=self.timeout, headers=headers)
 
-    def _reference(self, response) -> str:
+    def reference(self, response) -> str:
         if response.status_code == 200:
             return response.json()["name"]
         raise self._error(response)

@@ -1,7 +1,9 @@
 """The one place outbound provider HTTP goes through: timeouts, transport errors, private addresses, redirects.
 
 Every adapter calls ``post()`` (URLs the operator configured) or
-``post_public()`` (URLs that come from users: Web Push endpoints); tests point
+``post_public()`` (URLs that come from users: Web Push endpoints); an adapter
+of an operator's HTTP API builds its call once as a ``Request``, which
+``send()`` posts alone and ``concurrent_http`` with a batch's others; tests point
 base URLs at the local stub server instead of patching. A connection failure
 or a timeout is a transient ``ProviderError``. Neither follows redirects: a
 3xx comes back to the adapter as an answer.
@@ -15,6 +17,7 @@ connect time would let a name that changes its answer between the two
 lookups (DNS rebinding) reach loopback.
 """
 
+import base64
 import ipaddress
 import json
 import socket
@@ -22,9 +25,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlencode, urlsplit, urlunsplit
 
-import aiohttp
 import requests
 from django.conf import settings
 from django.utils import timezone
@@ -205,8 +207,49 @@ def _send(client: requests.Session, shown: str, url: str, *, timeout: float, **k
 
 
 @dataclass(frozen=True)
+class Request:
+    """One POST an adapter makes, encoded: ``body`` bytes with their ``Content-Type`` among ``headers``.
+
+    ``timeout`` in seconds for the whole call. Built once by the adapter (``Provider.request``) and sent
+    by either transport: ``send()`` (one call, ``requests``) or ``concurrent_http.Transport`` (a batch's).
+    """
+
+    url: str
+    body: bytes
+    headers: dict[str, str]
+    timeout: float
+
+
+def form_request(
+    url: str, form: Mapping[str, str], *, timeout: float, headers: Mapping[str, str] | None = None
+) -> Request:
+    """A POST of ``form`` as ``application/x-www-form-urlencoded`` (UTF-8, as a browser or ``requests`` encodes it)."""
+    body = urlencode(form).encode("ascii")
+    return Request(url, body, {**(headers or {}), "Content-Type": "application/x-www-form-urlencoded"}, timeout)
+
+
+def json_request(url: str, body: object, *, timeout: float, headers: Mapping[str, str] | None = None) -> Request:
+    """A POST of ``body`` as ``application/json`` (RFC 8259 §8.1), non-ASCII escaped as ``requests`` sends it."""
+    encoded = json.dumps(body).encode("ascii")
+    return Request(url, encoded, {**(headers or {}), "Content-Type": "application/json"}, timeout)
+
+
+def basic_auth(user: str, password: str) -> str:
+    """The ``Authorization`` header value of HTTP basic auth for ``user`` and ``password`` (RFC 7617 §2, UTF-8)."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def send(request: Request) -> requests.Response:
+    """``post()`` of an adapter's ``request``: one call, on this thread's kept-alive session."""
+    return post(request.url, data=request.body, headers=request.headers, timeout=request.timeout)
+
+
+@dataclass(frozen=True)
 class Answer:
-    """An HTTP answer read whole by ``apost``, shaped like the parts of ``requests.Response`` adapters use."""
+    """An HTTP answer read whole by ``concurrent_http``, shaped like the parts of ``requests.Response`` adapters use.
+
+    ``headers`` is case-insensitive, as ``requests.Response.headers``.
+    """
 
     status_code: int
     text: str
@@ -215,44 +258,6 @@ class Answer:
     def json(self):
         """The body parsed as JSON; raises ``ValueError`` when it is not JSON."""
         return json.loads(self.text)
-
-
-def async_session(connections: int) -> aiohttp.ClientSession:
-    """A keep-alive HTTP/1.1 session for a batch worker's concurrent calls to operator URLs.
-
-    At most ``connections`` sockets in all (aiohttp's pool keeps them open between
-    batches); environment proxies are ignored as ``requests`` would not be told of them either.
-    Create it inside the event loop that will use it.
-    """
-    connector = aiohttp.TCPConnector(limit=connections, limit_per_host=connections, keepalive_timeout=30)
-    return aiohttp.ClientSession(connector=connector, headers={"User-Agent": "notify/1.0"}, trust_env=False)
-
-
-async def apost(
-    client: aiohttp.ClientSession,
-    url: str,
-    *,
-    timeout: float,
-    auth: tuple[str, str] | None = None,
-    **kwargs,
-) -> Answer:
-    """``post()`` for the batch worker: one POST on ``client``'s kept-alive connections, redirects not followed.
-
-    ``timeout`` in seconds for the whole call; ``auth`` is (user, password) for HTTP basic auth; other
-    keyword arguments (``data``, ``json``, ``headers``) go to aiohttp. Transport failures and timeouts
-    become transient ``ProviderError``s, as in ``post()``.
-    """
-    if auth:
-        kwargs["headers"] = {**kwargs.get("headers", {}), "Authorization": aiohttp.encode_basic_auth(*auth)}
-    try:
-        async with client.post(
-            url, allow_redirects=False, timeout=aiohttp.ClientTimeout(total=timeout), **kwargs
-        ) as response:
-            return Answer(response.status, await response.text(), response.headers)
-    except TimeoutError as exc:
-        raise ProviderError(f"timed out after {timeout:g} s: {url}", permanent=False) from exc
-    except aiohttp.ClientError as exc:
-        raise ProviderError(f"connection failed: {exc.__class__.__name__}: {url}", permanent=False) from exc
 
 
 def retry_after_seconds(response: requests.Response | Answer) -> float | None:

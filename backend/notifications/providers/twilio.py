@@ -28,15 +28,10 @@ class TwilioProvider(Provider):
     channel = "sms"
 
     def send(self, message: OutboundMessage) -> str:
-        url, form, auth = self._request(message)
-        return self._reference(http.post(url, data=form, auth=auth, timeout=self.timeout))
+        return self.reference(http.send(self.request(message)))
 
-    async def send_async(self, message: OutboundMessage, client) -> str:
-        url, form, auth = self._request(message)
-        return self._reference(await http.apost(client, url, data=form, auth=auth, timeout=self.timeout))
-
-    def _request(self, message: OutboundMessage) -> tuple[str, dict, tuple[str, str]]:
-        """The URL, form and basic-auth pair of the Messages API call for ``message``."""
+    def request(self, message: OutboundMessage) -> http.Request:
+        """The Messages API call for ``message``: its form, with the account's basic auth."""
         options = self.config.options
         url = f"{options.get('base_url', 'https://api.twilio.com').rstrip('/')}/2010-04-01/Accounts/"
         url += f"{options['account_sid']}/Messages.json"
@@ -47,12 +42,13 @@ class TwilioProvider(Provider):
             form["From"] = options["from"]
         if options.get("status_callback"):
             form["StatusCallback"] = options["status_callback"]
-        return url, form, (options["account_sid"], options["auth_token"])
+        auth = http.basic_auth(options["account_sid"], options["auth_token"])
+        return http.form_request(url, form, timeout=self.timeout, headers={"Authorization": auth})
 
-    def _reference(self, response) -> str:
-        if response.status_code in (200, 201):
-            return response.json()["sid"]
-        raise self._error(response)
+    def reference(self, answer) -> str:
+        if answer.status_code in (200, 201):
+            return answer.json()["sid"]
+        raise self._error(answer)
 
     def _error(self, response) -> ProviderError:
         transient = http.transient_for_status("twilio", response)

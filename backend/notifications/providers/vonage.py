@@ -30,15 +30,10 @@ class VonageProvider(Provider):
     channel = "sms"
 
     def send(self, message: OutboundMessage) -> str:
-        url, form = self._request(message)
-        return self._reference(http.post(url, data=form, timeout=self.timeout))
+        return self.reference(http.send(self.request(message)))
 
-    async def send_async(self, message: OutboundMessage, client) -> str:
-        url, form = self._request(message)
-        return self._reference(await http.apost(client, url, data=form, timeout=self.timeout))
-
-    def _request(self, message: OutboundMessage) -> tuple[str, dict]:
-        """The URL and form of the SMS API call for ``message``."""
+    def request(self, message: OutboundMessage) -> http.Request:
+        """The SMS API call for ``message``: its form, the credentials in it as the API asks."""
         options = self.config.options
         form = {
             "api_key": options["api_key"],
@@ -52,9 +47,10 @@ class VonageProvider(Provider):
             form["type"] = "unicode"
         if options.get("callback"):
             form["callback"] = options["callback"]
-        return f"{options.get('base_url', 'https://rest.nexmo.com').rstrip('/')}/sms/json", form
+        url = f"{options.get('base_url', 'https://rest.nexmo.com').rstrip('/')}/sms/json"
+        return http.form_request(url, form, timeout=self.timeout)
 
-    def _reference(self, response) -> str:
+    def reference(self, response) -> str:
         transient = http.transient_for_status("vonage", response)
         if transient is not None:
             raise transient

@@ -1,0 +1,73 @@
+"""Local HTTP(S) servers that record what they are sent, for the tests of outbound HTTP."""
+
+import ssl
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import trustme
+
+
+class Recorder:
+    """A local HTTP(S) server on a free port that keeps every request and answers with ``answer``."""
+
+    def __init__(self, answer: Callable[[BaseHTTPRequestHandler], tuple[int, dict]], tls: ssl.SSLContext | None = None):
+        self.requests: list[dict] = []
+        self.sni: list[str | None] = []
+        self.headers: list[dict[str, str]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                recorder.requests.append(
+                    {"path": self.path, "host": self.headers["Host"], "body": self.rfile.read(length)}
+                )
+                recorder.headers.append(dict(self.headers))
+                status, headers = answer(self)
+                self.send_response(status)
+                for name, value in {**headers, "Content-Length": "0"}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            tls.sni_callback = lambda sock, name, context: self.sni.append(name)
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def servers():
+    """Start ``Recorder``s; all are stopped after the test."""
+    started: list[Recorder] = []
+
+    def start(answer=lambda handler: (201, {}), tls=None) -> Recorder:
+        started.append(Recorder(answer, tls))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def tls_authority() -> trustme.CA:
+    """A throwaway certificate authority; the client trusts it through ``verify=<its bundle>``."""
+    return trustme.CA()
+
+
+def tls_server_context(authority, name: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert(name).configure_cert(context)
+    return context
