@@ -8,10 +8,11 @@ Redis, migrates and loads the demo data; this script then
 2. builds the backlog: ``--notifications`` queued standard notifications, half SMS and half push,
    inserted set-based and handed over through ``tasks.enqueue_deliveries`` as the accept side does;
 3. measures the ceiling: a bare asyncio (aiohttp) client sending the same calls (Twilio forms, FCM
-   JSON) to the same stub with as many calls in flight as the workers may have, ``--ceiling-calls``
-   of them, while nothing else runs;
+   JSON) to the same stub, ``--ceiling-calls`` of them while nothing else runs, with as many calls
+   in flight as the workers may have and with 50, 100 and 200; the best of these is the ceiling;
 4. starts ``--processes`` × ``run_worker standard`` (``--threads`` batch threads of ``--batch`` each)
-   and times the drain from the first notification sent to the last.
+   and times the drain from the first notification sent to the last, polling the /metrics running
+   total of rows sent (``metric_counters``) rather than counting the table.
 
 It prints both rates and their ratio, the CPU each process spent per notification (the workers, the
 stub, PostgreSQL, Redis; the client and the stub for the ceiling), and exits non-zero when the drain
@@ -34,6 +35,9 @@ from backend.stubs.providers_file import stub_providers_toml
 
 TARGET_RATE = 2000.0
 TARGET_SHARE = 0.5
+# Calls in flight the ceiling is measured at besides the workers' own number, its best taken: aiohttp's
+# client spends more per call with more in flight (80 µs a call at 100, 104 at 200, 129–150 at 400).
+CEILING_IN_FLIGHT = (50, 100, 200)
 
 
 def _providers_file(stub: str, budget: float) -> str:
@@ -172,18 +176,34 @@ def _per_notification(before: dict[str, float], after: dict[str, float], count: 
 
 
 def _sent() -> int:
+    """Standard notifications in the table that are sent: the final check (it scans every row: 31 ms at 200,000)."""
     from backend.notifications.models import Notification, State
 
     return Notification.objects.filter(state=State.SENT, priority="standard").count()
 
 
-def _drain(total: int, timeout: float) -> tuple[int, float]:
-    """Wait until ``total`` are sent (or ``timeout`` s); returns (sent, seconds from the first sent to the last)."""
+def _sent_counter() -> int:
+    """The /metrics running total of standard notifications moved to sent (``metric_counters``): one ``HGETALL``.
+
+    What the drain polls twice a second: counting the table instead took 31 ms of PostgreSQL's CPU a
+    poll at 200,000 rows, about 15 µs per notification drained taken from the workers' cores.
+    """
+    from backend.notifications import metric_counters
+    from backend.notifications.models import State
+
+    return metric_counters.totals().get(("state", "standard", State.SENT), 0)
+
+
+def _drain(total: int, timeout: float, before: int) -> tuple[int, float]:
+    """Wait until ``total`` more than ``before`` are sent (or ``timeout`` s).
+
+    Returns (sent, seconds from the first sent to the last).
+    """
     deadline = time.monotonic() + timeout
     first = last = None
     sent = 0
     while time.monotonic() < deadline:
-        sent = _sent()
+        sent = _sent_counter() - before
         now = time.monotonic()
         if sent and first is None:
             first = (now, sent)
@@ -230,21 +250,26 @@ def main() -> None:
         in_flight = args.processes * args.threads * WAVE
         services = _service_pids()
         stub_pid = {"stub": [processes[0].pid]}
-        before, client = _cpu(stub_pid, services), time.process_time()
-        ceiling = asyncio.run(_ceiling(stub, args.ceiling_calls, in_flight))
-        client = time.process_time() - client
-        cost = _per_notification({**before, "client": 0.0}, {**_cpu(stub_pid, services), "client": client},
-                                 args.ceiling_calls)  # fmt: skip
-        _delete(f"{stub}/_stub/messages")
-        print(f"ceiling: a bare asyncio client, {in_flight} calls in flight: {ceiling:,.0f} calls/s")
-        print(f"  CPU per call: {cost}")
+        ceilings = {}
+        for level in sorted({in_flight, *CEILING_IN_FLIGHT}):
+            before, client = _cpu(stub_pid, services), time.process_time()
+            ceilings[level] = asyncio.run(_ceiling(stub, args.ceiling_calls, level))
+            client = time.process_time() - client
+            cost = _per_notification({**before, "client": 0.0}, {**_cpu(stub_pid, services), "client": client},
+                                     args.ceiling_calls)  # fmt: skip
+            _delete(f"{stub}/_stub/messages")
+            print(f"ceiling: a bare asyncio client, {level} calls in flight: {ceilings[level]:,.0f} calls/s")
+            print(f"  CPU per call: {cost}")
+        ceiling = max(ceilings.values())
+        print(f"ceiling: {ceiling:,.0f} calls/s, the best of {len(ceilings)} (the workers: {in_flight} in flight)")
 
+        baseline = _sent_counter()
         workers = ["manage.py", "run_worker", "standard", "--workers", str(args.threads), "--batch", str(args.batch)]
         started = len(processes)
         processes += [_start(env, *workers) for _ in range(args.processes)]
         groups = {**stub_pid, "workers": [process.pid for process in processes[started:]]}
         before = _cpu(groups, services)
-        sent, seconds = _drain(args.notifications, args.timeout)
+        sent, seconds = _drain(args.notifications, args.timeout, baseline)
         after = _cpu(groups, services)
         rate = sent / seconds if seconds else 0.0
         received = len(_get(f"{stub}/_stub/messages"))
@@ -255,7 +280,9 @@ def main() -> None:
         )
         print(f"  CPU per notification (start-up included): {_per_notification(before, after, _sent())}")
         share = rate / ceiling if ceiling else 0.0
-        print(f"drain / ceiling: {share:.0%} (targets ≥ {TARGET_RATE:,.0f} sent/s and ≥ {TARGET_SHARE:.0%})")
+        alike = rate / ceilings[in_flight] if ceilings[in_flight] else 0.0
+        print(f"drain / ceiling: {share:.0%} (targets ≥ {TARGET_RATE:,.0f} sent/s and ≥ {TARGET_SHARE:.0%}); "
+              f"{alike:.0%} of the ceiling at the workers' {in_flight} in flight")  # fmt: skip
         print(f"({os.cpu_count()} cores; load {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
         sys.exit(0 if rate >= TARGET_RATE and share >= TARGET_SHARE else 1)
     finally:

@@ -69,7 +69,7 @@ from backend.notifications.providers.base import OutboundMessage, ProviderError,
 logger = logging.getLogger(__name__)
 
 # Calls in flight at once per batch, and the grain at which an opening breaker stops the batch.
-WAVE = 50
+WAVE = 100
 # Seconds before the items of a batch that failed are tried again: long enough for a restarting database.
 _ERROR_WAIT = (1.0, 5.0)
 

@@ -14,6 +14,7 @@ Only operator-configured URLs come here: user URLs (Web Push) go through ``http.
 
 import ssl
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from io import BytesIO
 
@@ -84,7 +85,7 @@ class Transport:
             for handle in done:
                 index, body, headers, started = running.pop(handle)
                 answer = Answer(handle.getinfo(pycurl.RESPONSE_CODE), body.getvalue().decode(errors="replace"),
-                                _header_map(headers))  # fmt: skip
+                                _Headers(headers))  # fmt: skip
                 outcomes[index] = Outcome(answer=answer, seconds=time.monotonic() - started)
                 self._release(handle)
             for handle, code, text in failed:
@@ -137,14 +138,30 @@ def _prepare(handle: pycurl.Curl, request: Request, body: BytesIO, headers: list
     handle.setopt(pycurl.HEADERFUNCTION, headers.append)
 
 
-def _header_map(lines: list[bytes]) -> CaseInsensitiveDict:
-    """The answer's headers from its raw lines (the status line and the blank one skipped), names case-insensitive."""
-    headers: CaseInsensitiveDict = CaseInsensitiveDict()
-    for line in lines:
-        name, colon, value = line.decode("iso-8859-1").partition(":")
-        if colon:
-            headers[name.strip()] = value.strip()
-    return headers
+class _Headers(Mapping[str, str]):
+    """An answer's headers from its raw lines, parsed on first use: an adapter reads them only to retry."""
+
+    def __init__(self, lines: list[bytes]):
+        self._lines = lines
+        self._parsed: CaseInsensitiveDict | None = None
+
+    def _map(self) -> CaseInsensitiveDict:
+        if self._parsed is None:
+            self._parsed = CaseInsensitiveDict()
+            for line in self._lines:  # the status line and the blank one have no colon
+                name, colon, value = line.decode("iso-8859-1").partition(":")
+                if colon:
+                    self._parsed[name.strip()] = value.strip()
+        return self._parsed
+
+    def __getitem__(self, name: str) -> str:
+        return self._map()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map())
+
+    def __len__(self) -> int:
+        return len(self._map())
 
 
 def _trust_store() -> tuple[str | None, str | None]:
