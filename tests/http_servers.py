@@ -9,6 +9,11 @@ import pytest
 import trustme
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # a wave's connections open at once; the default 5 would drop their SYNs
+    daemon_threads = True
+
+
 class Recorder:
     """A local HTTP(S) server on a free port that keeps every request and answers with ``answer``."""
 
@@ -34,7 +39,7 @@ class Recorder:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         if tls is not None:
             tls.sni_callback = lambda sock, name, context: self.sni.append(name)
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)

@@ -5,11 +5,17 @@ not followed, timeouts and transport failures as transient errors, http(s) only,
 environment, TLS checked against the trust store.
 """
 
+import os
+import resource
 import socket
+import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from backend.notifications.delivery import batch
+from backend.notifications.delivery.dispatch import Target
 from backend.notifications.providers import http
 from backend.notifications.providers.base import OutboundMessage, provider_named
 from backend.notifications.providers.concurrent_http import Transport
@@ -90,12 +96,16 @@ def test_a_redirect_comes_back_as_the_answer_and_is_not_followed(servers, transp
     assert elsewhere.requests == []
 
 
-@pytest.mark.parametrize("url", ["file:///etc/passwd", "gopher://127.0.0.1:70/x", "dict://127.0.0.1:11211/stat"])
+@pytest.mark.parametrize(
+    "url",
+    ["file:///etc/passwd", "FILE:///etc/passwd", "gopher://127.0.0.1:70/x", "dict://127.0.0.1:11211/stat",
+     "ftp.example.test/x"],  # the last one libcurl would guess as ftp://
+)  # fmt: skip
 def test_only_http_and_https_are_spoken(transport, url):
     (outcome,) = transport().post_all([http.form_request(url, {}, timeout=2)])
 
     assert outcome.answer is None
-    assert str(outcome.error).startswith("connection failed: curl 1 (")  # CURLE_UNSUPPORTED_PROTOCOL
+    assert (outcome.error.permanent, str(outcome.error)) == (False, f"connection failed: not an http(s) URL: {url}")
 
 
 def test_no_proxy_is_taken_from_the_environment(servers, transport, monkeypatch):
@@ -139,3 +149,158 @@ def test_an_adapter_request_read_from_the_stub_gives_the_reference_its_send_give
     assert twilio.send(message).startswith("SM")
     received = stub_providers.state.messages
     assert [(m["provider"], m["to"], m["text"]) for m in received] == [("twilio", "+14155550123", "Hi")] * 2
+
+
+def test_sockets_numbered_past_fd_setsize_are_waited_on(servers, transport):
+    # A worker with several batch threads of 100 connections passes descriptor 1,024, which select() cannot watch:
+    # the answers went unread and calls the provider had taken ended as timeouts, to be sent again.
+    pool = transport(20)  # made first, as a batch thread makes its Caller
+    server = servers(lambda handler: (time.sleep(0.05), (201, {}))[1])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    taken = []
+    try:
+        while not taken or taken[-1] < 1100:
+            taken.append(os.open(os.devnull, os.O_RDONLY))
+        started = time.monotonic()
+        outcomes = pool.post_all([http.form_request(f"{server.url}/{n}", {}, timeout=3) for n in range(20)])
+        seconds = time.monotonic() - started
+    finally:
+        for fd in taken:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    assert [outcome.error for outcome in outcomes] == [None] * 20
+    assert [outcome.answer.status_code for outcome in outcomes] == [201] * 20
+    assert seconds < 2
+
+
+def test_a_url_without_a_scheme_is_refused_not_sent_as_http(servers, transport):
+    server = servers()
+    request = http.form_request(f"127.0.0.1:{server.port}/sms", {"Body": "code 493817"}, timeout=5,
+                                headers={"Authorization": http.basic_auth("AC1", "secret")})  # fmt: skip
+
+    (outcome,) = transport().post_all([request])
+
+    assert (outcome.answer, outcome.error.permanent) == (None, False)
+    assert str(outcome.error) == f"connection failed: not an http(s) URL: 127.0.0.1:{server.port}/sms"
+    assert server.requests == []
+
+
+def test_a_request_libcurl_cannot_take_fails_alone(servers, transport):
+    server = servers()
+    requests = [
+        http.form_request(f"{server.url}/Accounts/ACé/Messages.json", {}, timeout=5),  # pycurl takes ASCII only
+        http.form_request(f"{server.url}/sms", {}, timeout=5, headers={"X-Id": "دلیل"}),
+        http.form_request(f"{server.url}/sms", {}, timeout=5),
+    ]
+
+    bad_url, bad_header, fine = transport().post_all(requests)
+
+    assert str(bad_url.error) == f"connection failed: UnicodeEncodeError: {server.url}/Accounts/ACé/Messages.json"
+    assert str(bad_header.error) == f"connection failed: UnicodeEncodeError: {server.url}/sms"
+    assert (fine.error, fine.answer.status_code) == (None, 201)
+    assert len(server.requests) == 1
+
+
+def streaming_server(head: bytes, chunks: int) -> int:
+    """A one-shot local server answering ``head`` then ``chunks`` MiB of body; its port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def answer():
+        connection, _ = listener.accept()
+        connection.recv(65536)
+        try:
+            connection.sendall(head)
+            for _ in range(chunks):
+                connection.sendall(b"a" * (1 << 20))
+        except OSError:
+            pass
+        connection.close()
+        listener.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    return listener.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (64 << 20),
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n",  # no length: read until the server closes
+    ],
+    ids=["announced", "unannounced"],
+)
+def test_an_answer_past_a_mebibyte_is_cut_off(transport, head):
+    port = streaming_server(head, chunks=64)
+
+    (outcome,) = transport().post_all([http.form_request(f"http://127.0.0.1:{port}/sms", {}, timeout=10)])
+
+    assert outcome.answer is None
+    assert str(outcome.error).startswith("connection failed: curl 63 (")  # CURLE_FILESIZE_EXCEEDED
+
+
+def test_https_speaks_http_1_1_even_where_the_server_offers_h2(transport, tls_authority, tmp_path, monkeypatch):
+    bundle = tmp_path / "ca.pem"
+    tls_authority.cert_pem.write_to_path(str(bundle))
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    context = tls_server_context(tls_authority, "127.0.0.1")
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    chosen = []
+
+    def handshake():
+        connection, _ = listener.accept()
+        with context.wrap_socket(connection, server_side=True) as tls:
+            chosen.append(tls.selected_alpn_protocol())
+
+    thread = threading.Thread(target=handshake, daemon=True)
+    thread.start()
+    transport().post_all([http.form_request(f"https://127.0.0.1:{listener.getsockname()[1]}/x", {}, timeout=3)])
+    thread.join(3)
+    listener.close()
+
+    assert chosen == ["http/1.1"]
+
+
+class OddProvider:
+    """An HTTP adapter whose ``request`` or ``reference`` fails as ``mode`` says, quoting the OTP it carries."""
+
+    name = "odd"
+
+    def __init__(self, mode: str, url: str):
+        self.mode, self.url = mode, url
+
+    def request(self, message):
+        if self.mode == "request":
+            raise ValueError("no route for code 493817")
+        return http.form_request(self.url, {"Body": "code 493817"}, timeout=5)
+
+    def reference(self, answer):
+        if self.mode == "reference":
+            return answer.json()["sid"]  # the Recorder answers with an empty body
+        return "ref-1"
+
+
+def test_a_wave_keeps_going_when_an_adapter_raises_and_the_secret_is_masked(servers):
+    server = servers()
+    kind = SimpleNamespace(params={"code": {"secret": True}})
+    items = [
+        batch.Item(SimpleNamespace(pk=f"n{n}", kind=kind, params={"code": "493817"}), Target(OddProvider(mode, url)))
+        for n, (mode, url) in enumerate([("request", server.url), ("reference", server.url), ("", server.url)])
+    ]
+    caller = batch.Caller(4)
+    try:
+        caller.call_all(items)
+    finally:
+        caller.close()
+
+    unbuilt, unread, fine = items
+    assert (unbuilt.error.permanent, str(unbuilt.error)) == (False, "odd raised ValueError: no route for code ••••••")
+    assert (unread.error.permanent, str(unread.error).startswith("odd raised JSONDecodeError: ")) == (False, True)
+    assert (fine.error, fine.reference) == (None, "ref-1")
+    assert len(server.requests) == 2

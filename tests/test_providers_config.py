@@ -48,6 +48,13 @@ def test_the_example_file_routes_sms_to_twilio_then_vonage(use_file, monkeypatch
          "provider 'tw|lio': a name is 1 to 32 lowercase letters, digits, '.', '_' or '-' (e.g. twilio-backup)"),
         ('[providers.Twilio]\ntype = "twilio"\n',
          "provider 'Twilio': a name is 1 to 32 lowercase letters, digits, '.', '_' or '-' (e.g. twilio-backup)"),
+        # No scheme: libcurl (a batch's calls) would guess http:// and send the auth token in clear text.
+        ('[providers.t]\ntype = "twilio"\nbase_url = "api.twilio.com"\n',
+         "provider 't': base_url must be an http(s) URL such as https://api.twilio.com, got 'api.twilio.com'"),
+        ('[providers.t]\ntype = "fcm"\nbase_url = "ftp://fcm.example"\n',
+         "provider 't': base_url must be an http(s) URL such as https://api.twilio.com, got 'ftp://fcm.example'"),
+        ('[providers.t]\ntype = "vonage"\nbase_url = 7\n',
+         "provider 't': base_url must be an http(s) URL such as https://api.twilio.com, got 7"),
     ],
 )  # fmt: skip
 def test_a_broken_file_is_refused_with_a_reason(use_file, tmp_path, toml, message):

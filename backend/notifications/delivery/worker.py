@@ -2,7 +2,7 @@
 
 Each thread loops: move the tier's due scheduled tasks to its queue (about once a second), pop up
 to ``batch_size`` tasks (``tasks.pop_deliveries``: one ZPOPMIN), and run ``batch.deliver_batch`` on
-their ids with its own event loop and keep-alive HTTP session (``batch.Caller``). An empty queue is
+their ids with its own libcurl multi handle and kept-alive connections (``batch.Caller``). An empty queue is
 polled again after a pause that grows from 20 ms to ``max_poll_delay``. A thread never dies of an
 error: Redis down, the database restarting or a bug is logged and the loop goes on; what a failed
 batch left behind is recovered by leases and the sweeper (``sweeper.py``), as for a killed worker.

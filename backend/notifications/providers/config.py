@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 
@@ -101,7 +102,18 @@ def _provider(name: str, table: dict[str, Any]) -> ProviderConfig:
         raise ProvidersFileError(f"provider {name!r}: {exc}") from None
     if not 0.0 <= share < 1.0:
         raise ProvidersFileError(f"provider {name!r}: high_share must be in [0, 1), got {share}")
+    base_url = options.get("base_url")
+    if base_url is not None and not _is_http_url(base_url):
+        # Without a scheme, libcurl would guess http:// and send the credentials in clear text.
+        raise ProvidersFileError(
+            f"provider {name!r}: base_url must be an http(s) URL such as https://api.twilio.com, got {base_url!r}"
+        )
     return config
+
+
+def _is_http_url(value: Any) -> bool:
+    parts = urlsplit(value) if isinstance(value, str) else None
+    return parts is not None and parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def _default() -> ProvidersConfig:

@@ -23,7 +23,7 @@ import json
 import socket
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from urllib.parse import SplitResult, urlencode, urlsplit, urlunsplit
 
@@ -215,8 +215,8 @@ class Request:
     """
 
     url: str
-    body: bytes
-    headers: dict[str, str]
+    body: bytes = field(repr=False)  # an OTP's text, an API secret in a form
+    headers: dict[str, str] = field(repr=False)  # credentials
     timeout: float
 
 
