@@ -19,9 +19,18 @@ from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from backend.notifications import masking
 from backend.notifications.delivery import batch, breaker, budget, dispatch, sent_marker, sweeper
 from backend.notifications.delivery.shared_state import redis_client
-from backend.notifications.models import Attempt, Notification, State, StateChange
+from backend.notifications.models import (
+    Attempt,
+    Kind,
+    Notification,
+    Recipient,
+    State,
+    StateChange,
+    TemplateVersion,
+)
 from backend.notifications.providers.config import ProviderConfig
 from backend.notifications.queues import HUEYS
 from backend.stubs import provider_server
@@ -92,6 +101,38 @@ def test_a_batch_is_sent_once_each_with_its_attempt_history_and_marker(send, stu
     attempt = notification.attempts.get()
     assert (attempt.result, attempt.provider_ref, attempt.sms_segments) == ("sent", notification.provider_ref, 1)
     assert sent_marker.get(ids[0]) == ("twilio", notification.provider_ref)
+
+
+def test_a_wave_records_each_row_its_own_values(send, stub_providers, caller):
+    # Per-row values of each type the recording statement carries: the provider's reference (notification and
+    # attempt), the result, the latency, the error, and the params masked at rest (a JSON column).
+    ids = queued_sms(send, 6)
+    otp = Kind.objects.get(name="otp")
+    version = TemplateVersion.objects.get(kind=otp, language="ar", channel="sms", status="approved")
+    Notification.objects.filter(pk__in=ids[:2]).update(kind=otp, template_version=version, params={"code": "493817"})
+    busy = Recipient.objects.get(user_id="u-en-1")
+    Notification.objects.filter(pk__in=ids[4:]).update(recipient=busy)
+    stub_providers.state.faults = {"twilio": {"rules": {busy.phone: "429"}}}
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    rows = {str(row.pk): row for row in Notification.objects.filter(pk__in=ids)}
+    attempts = {str(attempt.notification_id): attempt for attempt in Attempt.objects.filter(notification__in=ids)}
+    kept = {m["ref"]: m["text"] for m in stub_providers.state.messages}
+    assert [rows[pk].state for pk in ids] == [State.SENT] * 4 + [State.QUEUED] * 2  # the 429s wait for their retry
+    for pk in ids[:4]:
+        assert rows[pk].provider_ref in kept
+        assert (attempts[pk].result, attempts[pk].provider_ref) == ("sent", rows[pk].provider_ref)
+        assert attempts[pk].error == ""
+    assert len({rows[pk].provider_ref for pk in ids[:4]}) == 4
+    assert [kept[rows[pk].provider_ref] for pk in ids[:2]] == [
+        "رمز التحقق الخاص بك هو 493817. تنتهي صلاحيته خلال 5 دقائق."
+    ] * 2
+    assert [rows[pk].params for pk in ids] == [{"code": masking.MASK}] * 2 + [{"order": str(n)} for n in range(2, 6)]
+    for pk in ids[4:]:
+        assert (attempts[pk].result, attempts[pk].provider_ref) == ("transient", "")
+        assert attempts[pk].error.startswith("twilio answered HTTP 429: ")
+    assert all(attempt.latency_ms is not None and attempt.latency_ms >= 0 for attempt in attempts.values())
 
 
 def test_a_batch_costs_a_fixed_number_of_queries_not_a_few_per_notification(
