@@ -14,13 +14,13 @@ trust store (``SSL_CERT_FILE``, ``SSL_CERT_DIR``), else certifi's. An answer ove
 Only operator-configured URLs come here: user URLs (Web Push) go through ``http.post_public()``.
 """
 
+import re
 import selectors
 import ssl
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from io import BytesIO
-from urllib.parse import urlsplit
 
 import certifi
 import pycurl
@@ -30,6 +30,8 @@ from backend.notifications.providers.base import ProviderError
 from backend.notifications.providers.http import Answer, Request
 
 _USER_AGENT = "notify/1.0"
+# The schemes libcurl may speak here, whatever their case; it would guess one for a URL without.
+_HTTP_URL = re.compile(r"https?://", re.IGNORECASE)
 # Bytes of an answer kept at most: an adapter reads a reference or an error from a few hundred.
 MAX_ANSWER_BYTES = 1 << 20
 
@@ -73,7 +75,7 @@ class Transport:
         running: dict[pycurl.Curl, tuple[int, BytesIO, list[bytes], float]] = {}
         try:
             for index, request in enumerate(requests):
-                if urlsplit(request.url).scheme.lower() not in ("http", "https"):
+                if not _HTTP_URL.match(request.url):
                     # libcurl would guess http:// for "api.twilio.com/…" and send the credentials in clear.
                     outcomes[index] = Outcome(error=_unsendable(request, "not an http(s) URL"))
                     continue
