@@ -53,7 +53,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.db import connection, models, transaction
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
@@ -501,7 +503,7 @@ def _claim(wave: list[Item], tier: str, provider: str) -> set[str]:
     if connection.vendor == "postgresql":
         move, move_params = _move_statement(ids, State.QUEUED, State.SENDING, None, fields, extra_where=extra_where)
         insert, params = insert_statement(Attempt, rows, returning=("id", "notification"), only_moved="notification")
-        with connection.cursor() as cursor:
+        with _bound_cursor() as cursor:
             cursor.execute(f"{move} {insert}", move_params + params)
             attempts = {str(notification): attempt for attempt, notification in cursor.fetchall()}
     else:
@@ -516,6 +518,32 @@ def _claim(wave: list[Item], tier: str, provider: str) -> set[str]:
             item.attempt_id = attempts[item.id]
             item.notification.attempt_count = 1
     return set(attempts)
+
+
+def _bound_cursor():
+    """A cursor on the current PostgreSQL connection that sends the parameters apart from the statement.
+
+    Django's cursors bind on the client: psycopg quotes each parameter into the statement's text, and
+    PostgreSQL parses it back, which for a wave's arrays of keys, references and prices is kilobytes each
+    time. Sent apart (the extended query protocol, no statement prepared), neither happens. Wrapped as
+    Django wraps its own cursors: queries are logged when Django logs them, errors are Django's.
+    """
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    raw = psycopg.Cursor(connection.connection)
+    return _BoundDebugCursor(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
+
+
+class _BoundDebugCursor(CursorDebugWrapper):
+    """Django's debug cursor, logging a server-bound statement with its parameters quoted in.
+
+    Django logs the text psycopg sent, which here has ``$n`` placeholders that nobody could run
+    again (``EXPLAIN`` it, say); composed, the log reads as for Django's own cursors.
+    """
+
+    def execute(self, sql, params=None):
+        with self.debug_sql(self.db.ops.compose_sql(sql, params)):
+            return CursorWrapper.execute(self, sql, params)
 
 
 def _move(
@@ -539,7 +567,7 @@ def _move(
     """
     if connection.vendor == "postgresql":
         sql, params = _move_statement(ids, from_state, to_state, reason, fields, per_row, extra_where, before)
-        with connection.cursor() as cursor:
+        with _bound_cursor() as cursor:
             cursor.execute(f"{sql} SELECT id FROM moved", params)
             return {str(row[0]) for row in cursor.fetchall()}
     if before is not None:
