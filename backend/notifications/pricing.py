@@ -229,9 +229,12 @@ def country_for_number(number: str) -> str:
     return region
 
 
-def known_provider(provider: str) -> str:
-    """``provider`` in lower case, as the price list spells it; ``UnknownProvider`` if the list never names it."""
-    prices = price_list()
+def known_provider(provider: str, prices: PriceList | None = None) -> str:
+    """``provider`` in lower case, as the price list spells it; ``UnknownProvider`` if the list never names it.
+
+    ``prices`` is the list already read, if the caller has it (each read checks the file's stamp).
+    """
+    prices = price_list() if prices is None else prices
     name = provider.strip().lower()
     if name not in prices.providers:
         known = ", ".join(prices.providers) or "none"
@@ -247,7 +250,7 @@ def segment_price(country: str, provider: str | None = None) -> SegmentPrice:
     """
     prices = price_list()
     country = country.strip().upper()
-    provider = prices.default_provider(country) if provider is None else known_provider(provider)
+    provider = prices.default_provider(country) if provider is None else known_provider(provider, prices)
     price = prices.prices.get((provider, country))
     if price is not None:
         return price
