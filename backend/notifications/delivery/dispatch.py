@@ -128,7 +128,12 @@ def sms_cost(message: OutboundMessage, provider: Provider) -> dict:
 
 
 def _redact(notification: Notification, text: str) -> str:
-    return masking.redact(text, notification.kind, notification.params)
+    """A provider's error as stored: the notification's secrets masked, NUL characters replaced (U+FFFD).
+
+    PostgreSQL text cannot hold NUL, and a provider's answer is quoted into the error: one such answer
+    would fail the statement recording it, and in a batch the whole wave's results with it.
+    """
+    return masking.redact(text, notification.kind, notification.params).replace("\x00", "\ufffd")
 
 
 def _send(notification: Notification, provider: Provider, message: OutboundMessage) -> str:
