@@ -50,7 +50,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
+from datetime import time as time_of_day
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -129,7 +131,7 @@ class Caller:
             try:
                 if outcome.error is not None:
                     raise outcome.error
-                item.reference = item.target.provider.reference(outcome.answer)
+                item.reference = dispatch.storable_reference(item.target.provider.reference(outcome.answer))
             except Exception as exc:
                 _failed(item, exc)
         for _, future in sent_alone:
@@ -146,7 +148,7 @@ def _send_alone(item: Item) -> None:
     """``item``'s provider ``send`` (an adapter that speaks no HTTP API), timed; its outcome set on ``item``."""
     started = time.monotonic()
     try:
-        item.reference = item.target.provider.send(item.message)
+        item.reference = dispatch.storable_reference(item.target.provider.send(item.message))
     except Exception as exc:
         _failed(item, exc)
     item.latency_ms = round((time.monotonic() - started) * 1000)
@@ -528,6 +530,8 @@ def _bound_cursor():
     time. Sent apart (the extended query protocol, no statement prepared), neither happens. Wrapped as
     Django wraps its own cursors: queries are logged when Django logs them, errors are Django's.
     """
+    # As Django's own cursors: a kept connection is checked once after close_old_connections (CONN_HEALTH_CHECKS).
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     connection.validate_thread_sharing()
     raw = psycopg.Cursor(connection.connection)
@@ -878,13 +882,38 @@ def _update_sql_postgresql(model, ids: list, per_row: dict[str, dict], sets: lis
         if isinstance(field, models.JSONField):
             looked_up = f"%s::jsonb -> {table}.{key}::text"
             # Not get_db_prep_save: it wraps the value for psycopg; the object's own encoder writes it.
-            by_key = {str(row): value for row, value in values.items() if value is not None}
+            by_key = {_key_text(row): value for row, value in values.items() if value is not None}
             params.append(json.dumps(by_key, cls=field.encoder))
         else:
             looked_up = f"(%s::jsonb ->> {table}.{key}::text)::{field.db_type(connection)}"
             prep = _preparer(field)
-            by_key = {str(row): prep(value) for row, value in values.items() if value is not None}
-            params.append(json.dumps(by_key, default=str))  # datetimes, decimals, UUIDs as PostgreSQL reads them
+            by_key = {_key_text(row): prep(value) for row, value in values.items() if value is not None}
+            params.append(json.dumps(by_key, default=_as_text, allow_nan=False))
         sets.append(f"{column} = COALESCE({looked_up}, {table}.{column})")
     sql = f"UPDATE {table} SET {', '.join(sets)} WHERE {table}.{key} = ANY(%s::{pk.db_type(connection)}[])"
     return sql, [*params, key_array(ids)]
+
+
+def _as_text(value: Any) -> str:
+    """A per-row value JSON has no type for, as PostgreSQL reads it back with a cast: datetimes, decimals, UUIDs.
+
+    Raises ``TypeError`` for anything else (bytes, say), which would otherwise be stored as its ``repr``.
+    """
+    if isinstance(value, datetime | date | time_of_day | Decimal | uuid.UUID):
+        return str(value)
+    raise TypeError(f"a per-row value of type {type(value).__name__} cannot be written through a JSON lookup")
+
+
+# PostgreSQL's text of a uuid (``id::text``): lower case, hyphenated.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _key_text(key) -> str:
+    """``key`` as PostgreSQL writes it with ``::text``: the JSON objects' keys must be exactly that.
+
+    ``key_array`` lets PostgreSQL read any text of a UUID (upper case, without hyphens), so such a key finds its
+    row; its value, looked up under the row's ``id::text``, would not be found and the row keep its old value.
+    """
+    if isinstance(key, str) and not _CANONICAL_UUID.fullmatch(key):
+        return str(uuid.UUID(key))
+    return str(key)

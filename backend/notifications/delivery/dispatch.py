@@ -8,6 +8,7 @@ the backup (high tier), dead letter, or failed. Nothing here sleeps.
 
 import logging
 import random
+import re
 import time
 import traceback
 from dataclasses import dataclass
@@ -128,12 +129,35 @@ def sms_cost(message: OutboundMessage, provider: Provider) -> dict:
 
 
 def _redact(notification: Notification, text: str) -> str:
-    """A provider's error as stored: the notification's secrets masked, NUL characters replaced (U+FFFD).
+    """A provider's error as stored: the notification's secrets masked, NUL and lone surrogates replaced (U+FFFD).
 
     PostgreSQL text cannot hold NUL, and a provider's answer is quoted into the error: one such answer
     would fail the statement recording it, and in a batch the whole wave's results with it.
     """
-    return masking.redact(text, notification.kind, notification.params).replace("\x00", "\ufffd")
+    return storable(masking.redact(text, notification.kind, notification.params))
+
+
+# What PostgreSQL's text (and jsonb) cannot hold: NUL, and a UTF-16 surrogate, which a str holds only alone (a JSON
+# answer's "\\ud800" decodes to one) and which neither UTF-8 nor jsonb accepts.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` with what PostgreSQL's text cannot hold replaced by U+FFFD."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def storable_reference(reference) -> str:
+    """A provider's reference as its column holds it: text, storable, at most 255 characters.
+
+    It is the proof of a send: one that cannot be stored fails the statement recording it (in a batch the whole
+    wave's results), and each retry after, which finds the sent-marker and tries to store it again.
+    """
+    text = storable("" if reference is None else str(reference))
+    limit = Notification._meta.get_field("provider_ref").max_length
+    if len(text) > limit:
+        logger.warning("a provider's reference of %d characters cut to %d", len(text), limit)
+    return text[:limit]
 
 
 def _send(notification: Notification, provider: Provider, message: OutboundMessage) -> str:
@@ -146,7 +170,7 @@ def _send(notification: Notification, provider: Provider, message: OutboundMessa
     and the text goes to the attempt row, the notification, a dead letter and the log.
     """
     try:
-        return provider.send(message)
+        return storable_reference(provider.send(message))
     except ProviderError as exc:
         exc.args = (_redact(notification, str(exc)),)
         raise
@@ -262,7 +286,8 @@ def _accepted_before(notification: Notification) -> tuple[str, str, str] | None:
     """
     marker = sent_marker.get(str(notification.pk))
     if marker is not None:
-        return (*marker, "sent-marker")
+        # A marker written before its reference was made storable would fail each retry's mark_sent.
+        return (marker[0], storable_reference(marker[1]), "sent-marker")
     if notification.attempt_count == 0:
         return None
     attempt = (
