@@ -116,6 +116,16 @@ def fast_password_hashing(settings):
 
 
 @pytest.fixture
+def caller():
+    """A batch worker thread's provider caller (``delivery.batch.Caller``), closed after the test."""
+    from backend.notifications.delivery.batch import Caller
+
+    caller = Caller()
+    yield caller
+    caller.close()
+
+
+@pytest.fixture
 def provider_stub():
     """The stub Twilio / Vonage / FCM / Web Push server, in a thread; ``.state`` holds faults and messages."""
     from backend.stubs.provider_server import StubServer

@@ -49,13 +49,6 @@ def many_otps_to_one_number(settings):
     settings.NOTIFY = {**settings.NOTIFY, "OTP_LIMIT": 100}
 
 
-@pytest.fixture
-def caller():
-    caller = batch.Caller()
-    yield caller
-    caller.close()
-
-
 def queued_sms(send, count: int, user_id: str = "u-ar-1") -> list[str]:
     """``count`` queued standard SMS to ``user_id`` (orders 0 … count−1): one accepted, the rest its copies.
 

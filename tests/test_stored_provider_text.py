@@ -29,18 +29,6 @@ from tests.test_delivery_batches import queued_sms, states
 pytestmark = pytest.mark.usefixtures("demo_data", "stub_providers")
 
 
-@pytest.fixture(autouse=True)
-def many_otps_to_one_number(settings):
-    settings.NOTIFY = {**settings.NOTIFY, "OTP_LIMIT": 100}
-
-
-@pytest.fixture
-def caller():
-    caller = batch.Caller()
-    yield caller
-    caller.close()
-
-
 def answering_server(answers: list[tuple[int, bytes]]) -> str:
     """A local server answering one call per entry of ``answers`` (status, JSON body), in order; its URL."""
     listener = socket.socket()
