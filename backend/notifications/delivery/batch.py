@@ -44,7 +44,6 @@ import os
 import random
 import re
 import time
-import traceback
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -148,26 +147,15 @@ def _send_alone(item: Item) -> None:
     """``item``'s provider ``send`` (an adapter that speaks no HTTP API), timed; its outcome set on ``item``."""
     started = time.monotonic()
     try:
-        item.reference = dispatch.storable_reference(item.target.provider.send(item.message))
-    except Exception as exc:
-        _failed(item, exc)
+        item.reference = dispatch._send(item.notification, item.target.provider, item.message)
+    except ProviderError as exc:
+        item.error = exc
     item.latency_ms = round((time.monotonic() - started) * 1000)
 
 
 def _failed(item: Item, exc: Exception) -> None:
-    """Record on ``item`` what its call raised, secrets redacted.
-
-    As ``dispatch._send``: a bug or an odd input ends as a recorded transient attempt, never a crash.
-    """
-    notification, provider = item.notification, item.target.provider
-    if isinstance(exc, ProviderError):
-        exc.args = (dispatch._redact(notification, str(exc)),)
-        item.error = exc
-        return
-    trace = dispatch._redact(notification, "".join(traceback.format_exception(exc)))
-    logger.error("provider %s raised\n%s", provider.name, trace.rstrip())
-    error = dispatch._redact(notification, f"{provider.name} raised {exc.__class__.__name__}: {exc}")
-    item.error = ProviderError(error, permanent=False)
+    """Record on ``item`` what its call raised (``dispatch.provider_error``): never a crash, secrets redacted."""
+    item.error = dispatch.provider_error(item.notification, item.target.provider, exc)
 
 
 def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:

@@ -171,14 +171,26 @@ def _send(notification: Notification, provider: Provider, message: OutboundMessa
     """
     try:
         return storable_reference(provider.send(message))
-    except ProviderError as exc:
-        exc.args = (_redact(notification, str(exc)),)
-        raise
     except Exception as exc:
-        trace = _redact(notification, "".join(traceback.format_exception(exc)))
-        logger.error("provider %s raised\n%s", provider.name, trace.rstrip())
-        error = _redact(notification, f"{provider.name} raised {exc.__class__.__name__}: {exc}")
-        raise ProviderError(error, permanent=False) from None
+        error = provider_error(notification, provider, exc)
+        if error is exc:
+            raise
+        raise error from None
+
+
+def provider_error(notification: Notification, provider: Provider, exc: Exception) -> ProviderError:
+    """What a call to ``provider`` for ``notification`` raised, as it is recorded: a ``ProviderError``, text redacted.
+
+    A ``ProviderError`` is the same one with its text redacted; anything else (a bug, an odd input) is
+    logged with its traceback and becomes a transient one. Shared by ``_send`` and the batch's calls.
+    """
+    if isinstance(exc, ProviderError):
+        exc.args = (_redact(notification, str(exc)),)
+        return exc
+    trace = _redact(notification, "".join(traceback.format_exception(exc)))
+    logger.error("provider %s raised\n%s", provider.name, trace.rstrip())
+    error = _redact(notification, f"{provider.name} raised {exc.__class__.__name__}: {exc}")
+    return ProviderError(error, permanent=False)
 
 
 def _call(notification: Notification, target: Target, slot: budget.Slot) -> str:
