@@ -1,5 +1,6 @@
 """Local HTTP(S) servers that record what they are sent, for the tests of outbound HTTP."""
 
+import socket
 import ssl
 import threading
 from collections.abc import Callable
@@ -76,3 +77,25 @@ def tls_server_context(authority, name: str) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     authority.issue_cert(name).configure_cert(context)
     return context
+
+
+def answering_server(answers: list[tuple[int, bytes]], content_type: str = "application/json") -> str:
+    """A local server answering one call per entry of ``answers`` (status, body of ``content_type``), in order.
+
+    Raw bytes on a socket, so a body may hold what an HTTP library would not write (a NUL byte); its URL.
+    """
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(len(answers))
+
+    def answer():
+        for status, body in answers:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                head = f"HTTP/1.1 {status} X\r\nConnection: close\r\nContent-Type: {content_type}\r\n".encode()
+                conn.sendall(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        listener.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}"

@@ -9,7 +9,6 @@ cannot send now re-scheduled without an attempt. Killed batch workers: test_batc
 import itertools
 import math
 import random
-import socket
 import threading
 import time
 import uuid
@@ -475,50 +474,3 @@ def test_a_batch_finds_its_rows_by_key_whatever_the_statistics_say(send, stub_pr
         # hashed them; with the state's condition out of that index's reach, a seq scan of every row.
         assert "notification_tier_queue_idx" not in plan and "Seq Scan on notifications_notification" not in plan, plan
         assert "notifications_notification_pkey" in plan, plan
-
-
-def nul_answering_server(count: int) -> str:
-    """A local server answering ``count`` calls with HTTP 500 and a body holding a NUL byte; its URL."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(count)
-    body = b"upstream \x00 broke"
-
-    def answer():
-        for _ in range(count):
-            connection, _ = listener.accept()
-            with connection:
-                connection.recv(65536)
-                head = b"HTTP/1.1 500 Oops\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                connection.sendall(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        listener.close()
-
-    threading.Thread(target=answer, daemon=True).start()
-    return f"http://127.0.0.1:{listener.getsockname()[1]}"
-
-
-def test_an_error_answer_with_a_nul_byte_is_recorded_not_lost(send, stub_providers, settings, tmp_path, caller):
-    # PostgreSQL text cannot hold NUL: quoted into the recording statement, one such answer failed the whole
-    # wave's results, leaving its rows in sending for the sweeper to send again.
-    ids = queued_sms(send, 3)
-    path = write_providers_file(tmp_path / "nul.toml", stub_providers.url, twilio={"base_url": nul_answering_server(3)})
-    settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
-
-    batch.deliver_batch(ids, "standard", caller)
-
-    assert states(ids) == {State.QUEUED: 3}  # each waits for its retry
-    errors = list(Attempt.objects.filter(notification__in=ids).values_list("result", "error"))
-    assert errors == [("transient", "twilio answered HTTP 500: upstream \ufffd broke")] * 3
-
-
-def test_the_single_path_records_such_an_answer_too(send, stub_providers, settings, tmp_path):
-    [pk] = queued_sms(send, 1)
-    path = write_providers_file(tmp_path / "nul.toml", stub_providers.url, twilio={"base_url": nul_answering_server(1)},
-                                vonage={"base_url": nul_answering_server(1)})  # fmt: skip
-    settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
-
-    dispatch.deliver(pk)
-
-    errors = list(Attempt.objects.filter(notification=pk).values_list("provider", "error"))
-    assert ("twilio", "twilio answered HTTP 500: upstream \ufffd broke") in errors
-    assert Notification.objects.get(pk=pk).last_error.endswith("\ufffd broke")

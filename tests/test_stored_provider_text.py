@@ -8,8 +8,6 @@ server-bound cursor's connection health check.
 """
 
 import json
-import socket
-import threading
 import uuid
 from datetime import datetime
 from decimal import Decimal
@@ -22,6 +20,7 @@ from django.utils import timezone
 
 from backend.notifications.delivery import batch, dispatch, sent_marker
 from backend.notifications.models import Attempt, Notification, State
+from tests.http_servers import answering_server
 from tests.plans_setup import plan_of
 from tests.providers_setup import write_providers_file
 from tests.test_delivery_batches import queued_sms, states
@@ -29,27 +28,10 @@ from tests.test_delivery_batches import queued_sms, states
 pytestmark = pytest.mark.usefixtures("demo_data", "stub_providers")
 
 
-def answering_server(answers: list[tuple[int, bytes]]) -> str:
-    """A local server answering one call per entry of ``answers`` (status, JSON body), in order; its URL."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(len(answers))
-
-    def answer():
-        for status, body in answers:
-            conn, _ = listener.accept()
-            with conn:
-                conn.recv(65536)
-                head = f"HTTP/1.1 {status} X\r\nConnection: close\r\nContent-Type: application/json\r\n".encode()
-                conn.sendall(head + b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        listener.close()
-
-    threading.Thread(target=answer, daemon=True).start()
-    return f"http://127.0.0.1:{listener.getsockname()[1]}"
-
-
-def twilio_at(settings, tmp_path, stub_providers, url):
-    path = write_providers_file(tmp_path / "p.toml", stub_providers.url, twilio={"base_url": url})
+def providers_at(settings, tmp_path, stub_providers, **urls: str) -> None:
+    """Every provider on the stub but those of ``urls`` (name → base URL)."""
+    overrides = {name: {"base_url": url} for name, url in urls.items()}
+    path = write_providers_file(tmp_path / "p.toml", stub_providers.url, **overrides)
     settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
 
 
@@ -162,7 +144,7 @@ def test_uuid_objects_as_keys(send):
 def test_a_reference_holding_a_nul_does_not_lose_the_wave_s_records(send, stub_providers, settings, tmp_path, caller):
     ids = queued_sms(send, 3)
     answers = [(201, b'{"sid": "SM\\u0000evil"}'), (201, b'{"sid": "SMok1"}'), (201, b'{"sid": "SMok2"}')]
-    twilio_at(settings, tmp_path, stub_providers, answering_server(answers))
+    providers_at(settings, tmp_path, stub_providers, twilio=answering_server(answers))
 
     batch.deliver_batch(ids, "standard", caller)
 
@@ -177,7 +159,7 @@ def test_an_error_holding_a_lone_surrogate_does_not_lose_the_wave_s_records(
     # json.dumps escapes again and PostgreSQL's jsonb refuses ("Unicode low surrogate must follow a high surrogate").
     ids = queued_sms(send, 3)
     bad = b'{"code": 30001, "message": "queue overflow \\ud800"}'
-    twilio_at(settings, tmp_path, stub_providers, answering_server([(400, bad)] * 3))
+    providers_at(settings, tmp_path, stub_providers, twilio=answering_server([(400, bad)] * 3))
 
     batch.deliver_batch(ids, "standard", caller)
 
@@ -188,7 +170,7 @@ def test_an_error_holding_a_lone_surrogate_does_not_lose_the_wave_s_records(
 def test_the_single_path_with_a_lone_surrogate_in_the_error(send, stub_providers, settings, tmp_path):
     [pk] = queued_sms(send, 1)
     bad = b'{"code": 30001, "message": "queue overflow \\ud800"}'
-    twilio_at(settings, tmp_path, stub_providers, answering_server([(400, bad)]))
+    providers_at(settings, tmp_path, stub_providers, twilio=answering_server([(400, bad)]))
 
     dispatch.deliver(pk)
 
@@ -263,7 +245,8 @@ def test_the_bound_cursor_checks_the_connection_as_django_s_cursors_do(send):
 def test_a_long_reference_on_the_single_path(send, stub_providers, settings, tmp_path):
     [pk] = queued_sms(send, 1)
     sid = "SM" + "x" * 298
-    twilio_at(settings, tmp_path, stub_providers, answering_server([(201, json.dumps({"sid": sid}).encode())]))
+    answer = json.dumps({"sid": sid}).encode()
+    providers_at(settings, tmp_path, stub_providers, twilio=answering_server([(201, answer)]))
     dispatch.deliver(pk)
 
     row = Notification.objects.get(pk=pk)
@@ -273,8 +256,38 @@ def test_a_long_reference_on_the_single_path(send, stub_providers, settings, tmp
 def test_a_long_reference_in_a_batch(send, stub_providers, settings, tmp_path, caller):
     [pk] = queued_sms(send, 1)
     sid = "SM" + "x" * 298
-    twilio_at(settings, tmp_path, stub_providers, answering_server([(201, json.dumps({"sid": sid}).encode())]))
+    answer = json.dumps({"sid": sid}).encode()
+    providers_at(settings, tmp_path, stub_providers, twilio=answering_server([(201, answer)]))
     batch.deliver_batch([pk], "standard", caller)
 
     row = Notification.objects.get(pk=pk)
     assert row.state == State.SENT and row.provider_ref == sid[:255]
+
+
+def nul_answers(count: int) -> str:
+    """A local server answering ``count`` calls with HTTP 500 and a UTF-8 body holding a NUL byte; its URL."""
+    return answering_server([(500, b"upstream \x00 broke")] * count, content_type="text/plain; charset=utf-8")
+
+
+def test_an_error_answer_with_a_nul_byte_is_recorded_not_lost(send, stub_providers, settings, tmp_path, caller):
+    # PostgreSQL text cannot hold NUL: quoted into the recording statement, one such answer failed the whole
+    # wave's results, leaving its rows in sending for the sweeper to send again.
+    ids = queued_sms(send, 3)
+    providers_at(settings, tmp_path, stub_providers, twilio=nul_answers(3))
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    assert states(ids) == {State.QUEUED: 3}  # each waits for its retry
+    errors = list(Attempt.objects.filter(notification__in=ids).values_list("result", "error"))
+    assert errors == [("transient", "twilio answered HTTP 500: upstream \ufffd broke")] * 3
+
+
+def test_the_single_path_records_such_an_answer_too(send, stub_providers, settings, tmp_path):
+    [pk] = queued_sms(send, 1)
+    providers_at(settings, tmp_path, stub_providers, twilio=nul_answers(1), vonage=nul_answers(1))
+
+    dispatch.deliver(pk)
+
+    errors = list(Attempt.objects.filter(notification=pk).values_list("provider", "error"))
+    assert ("twilio", "twilio answered HTTP 500: upstream \ufffd broke") in errors
+    assert Notification.objects.get(pk=pk).last_error.endswith("\ufffd broke")
