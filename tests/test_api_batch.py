@@ -9,12 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
-from django.db import connection
+from django.db import connection, models
 from django.test.utils import CaptureQueriesContext
 from redis.client import Pipeline
 from rest_framework.exceptions import ValidationError
 
 from backend.notifications import actions, idempotency, rate_limits
+from backend.notifications.actions import accept_rows
 from backend.notifications.api import answers, plain_send
 from backend.notifications.api.serializers import AcceptedSerializer, BatchItemSerializer, SendRequestSerializer
 from backend.notifications.models import Attempt, Notification, Recipient, StateChange
@@ -111,6 +112,41 @@ def test_the_batch_is_set_based(api, customers):
     # Long lists go as one array each (array_param.in_array), not an IN list of 500 parameters.
     long_in_lists = [q["sql"] for q in queries.captured_queries if re.search(r"IN \((?:[^,()]+, ){20}", q["sql"])]
     assert long_in_lists == []
+
+
+def test_a_stored_row_is_created_and_updated_when_its_first_history_is_written(api, customers):
+    """``accept_rows`` stamps the auto-now fields itself, with the time of the rows' first StateChange."""
+    post_batch(api, [shipped(user, n) for n, user in enumerate(customers[:3])])
+    rows = Notification.objects.filter(idempotency_key__startswith="order-").prefetch_related("state_changes")
+    assert len(rows) == 3
+    moments = {(row.created_at, row.updated_at, *(change.at for change in row.state_changes.all())) for row in rows}
+    assert len(moments) == 1
+    created, updated, first_change = moments.pop()
+    assert created == updated == first_change
+
+
+class _Stamped(models.CharField):
+    def pre_save(self, model_instance, add):
+        return "stamped"
+
+
+@pytest.mark.parametrize(
+    ("field", "reads_attribute"),
+    [
+        (models.CharField(max_length=8), True),
+        (models.UUIDField(), True),
+        (models.JSONField(), True),
+        (models.DateTimeField(null=True), True),
+        (models.DateField(null=True), True),
+        (models.DateTimeField(auto_now=True), False),
+        (models.DateTimeField(auto_now_add=True), False),
+        (models.DateField(auto_now_add=True), False),
+        (models.TimeField(auto_now=True), False),
+        (_Stamped(max_length=8), False),
+    ],
+)
+def test_only_fields_whose_pre_save_reads_the_attribute_are_read_as_attributes(field, reads_attribute):
+    assert accept_rows._pre_save_reads_attribute(field) is reads_attribute
 
 
 def test_an_item_answers_as_the_single_send_would(api, send):

@@ -21,12 +21,15 @@ key was taken before: the caller reads the original.
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
+from operator import attrgetter
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
-from django.db.models import Field, JSONField
+from django.db.models import DateField, DateTimeField, Field, JSONField
 from django.utils import timezone
 
 from backend.notifications import metric_counters, rate_limits
@@ -123,13 +126,45 @@ def _statement(rows: list[Prepared], now: datetime) -> tuple[str, list]:
 
     psycopg packs each array parameter in Python (about a tenth of a single send's CPU went to its
     26 arrays of one value); for a batch, arrays keep the parameter count at 29 whatever its size.
+    The ``auto_now`` / ``auto_now_add`` fields (created, updated) take ``now``, the time of the rows'
+    first history, as their ``pre_save`` would; every other field's ``pre_save`` reads the attribute,
+    so a row's values are read in one ``attrgetter`` call instead of one ``pre_save`` per field.
     """
-    fields = Notification._meta.concrete_fields
-    columns = [[_array_item(field, field.pre_save(p.notification, add=True)) for p in rows] for field in fields]
+    values, stamped, json_columns = _row_reader()
+    for prepared in rows:
+        for attname in stamped:
+            setattr(prepared.notification, attname, now)
+    columns = [list(column) for column in zip(*(values(prepared.notification) for prepared in rows), strict=True)]
+    for index, encoder in json_columns:
+        columns[index] = [None if value is None else json.dumps(value, cls=encoder) for value in columns[index]]
     if len(rows) == 1:
         return _insert_one_sql(), [column[0] for column in columns] + [rows[0].history_reason, now]
     ids = [prepared.notification.pk for prepared in rows]
     return _insert_postgresql_sql(), [*columns, now, ids, [prepared.history_reason for prepared in rows]]
+
+
+@cache
+def _row_reader() -> tuple[Callable[[Notification], tuple], tuple[str, ...], tuple[tuple[int, type | None], ...]]:
+    """How ``_statement`` reads a row: its column values in ``_columns`` order, the fields it stamps, its JSON columns.
+
+    Every concrete field is either stamped (``auto_now`` / ``auto_now_add``) or one whose
+    ``pre_save`` returns the attribute as it is; ``ImproperlyConfigured`` names one that is neither
+    (its own ``pre_save`` would be skipped).
+    """
+    fields = Notification._meta.concrete_fields
+    stamped = tuple(f.attname for f in fields if isinstance(f, DateTimeField) and (f.auto_now or f.auto_now_add))
+    for field in fields:
+        if field.attname not in stamped and not _pre_save_reads_attribute(field):
+            raise ImproperlyConfigured(f"{field!r} has its own pre_save: accept_rows cannot read it as an attribute")
+    json_columns = tuple((i, f.encoder) for i, f in enumerate(fields) if isinstance(f, JSONField))
+    return attrgetter(*(field.attname for field in fields)), stamped, json_columns
+
+
+def _pre_save_reads_attribute(field: Field) -> bool:
+    """Whether ``field.pre_save(instance, add=True)`` is ``getattr(instance, field.attname)`` (Django 5.2's fields)."""
+    if type(field).pre_save in (DateField.pre_save, DateTimeField.pre_save):
+        return not (field.auto_now or field.auto_now_add)
+    return type(field).pre_save is Field.pre_save
 
 
 def _insert_postgresql(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, StateChange]:
@@ -151,16 +186,6 @@ def _insert_postgresql(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, S
             at=now,
         )
     return changes
-
-
-def _array_item(field: Field, value):
-    """``value`` of ``field`` as an element of a PostgreSQL array parameter (JSON as text, cast to jsonb).
-
-    The other columns' values (ids, text, aware datetimes, numbers) are what psycopg adapts as they are.
-    """
-    if isinstance(field, JSONField):
-        return None if value is None else json.dumps(value, cls=field.encoder)
-    return value
 
 
 def _insert_in_chunks(rows: list[Prepared]) -> dict[uuid.UUID, StateChange]:
