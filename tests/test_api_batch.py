@@ -125,9 +125,28 @@ def test_a_stored_row_is_created_and_updated_when_its_first_history_is_written(a
     assert created == updated == first_change
 
 
+def test_a_single_send_is_created_and_updated_when_its_first_history_is_written(send):
+    answer = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}}).json()
+    row = Notification.objects.get(pk=answer["id"])
+
+    assert row.created_at == row.updated_at == row.state_changes.get().at
+
+
+def test_the_notifications_insert_stamps_its_created_and_updated_and_reads_every_other_field():
+    _, stamped, json_columns = accept_rows._row_reader()
+
+    assert stamped == ("created_at", "updated_at")
+    assert [Notification._meta.concrete_fields[i].name for i, _ in json_columns] == ["params"]
+
+
 class _Stamped(models.CharField):
     def pre_save(self, model_instance, add):
         return "stamped"
+
+
+class _OwnClock(models.DateTimeField):
+    def pre_save(self, model_instance, add):
+        return None
 
 
 @pytest.mark.parametrize(
@@ -142,7 +161,10 @@ class _Stamped(models.CharField):
         (models.DateTimeField(auto_now_add=True), False),
         (models.DateField(auto_now_add=True), False),
         (models.TimeField(auto_now=True), False),
+        (models.FileField(), False),
+        (models.ForeignKey("notifications.Kind", on_delete=models.CASCADE), True),
         (_Stamped(max_length=8), False),
+        (_OwnClock(auto_now=True), False),
     ],
 )
 def test_only_fields_whose_pre_save_reads_the_attribute_are_read_as_attributes(field, reads_attribute):

@@ -128,7 +128,8 @@ def _statement(rows: list[Prepared], now: datetime) -> tuple[str, list]:
     26 arrays of one value); for a batch, arrays keep the parameter count at 29 whatever its size.
     The ``auto_now`` / ``auto_now_add`` fields (created, updated) take ``now``, the time of the rows'
     first history, as their ``pre_save`` would; every other field's ``pre_save`` reads the attribute,
-    so a row's values are read in one ``attrgetter`` call instead of one ``pre_save`` per field.
+    so a row's values are read in one ``attrgetter`` call instead of one ``pre_save`` per field. (On
+    SQLite, ``_insert_in_chunks`` calls each row's ``pre_save``, which stamps its own time.)
     """
     values, stamped, json_columns = _row_reader()
     for prepared in rows:
@@ -152,7 +153,7 @@ def _row_reader() -> tuple[Callable[[Notification], tuple], tuple[str, ...], tup
     (its own ``pre_save`` would be skipped).
     """
     fields = Notification._meta.concrete_fields
-    stamped = tuple(f.attname for f in fields if isinstance(f, DateTimeField) and (f.auto_now or f.auto_now_add))
+    stamped = tuple(f.attname for f in fields if type(f).pre_save is DateTimeField.pre_save and _auto(f))
     for field in fields:
         if field.attname not in stamped and not _pre_save_reads_attribute(field):
             raise ImproperlyConfigured(f"{field!r} has its own pre_save: accept_rows cannot read it as an attribute")
@@ -160,10 +161,14 @@ def _row_reader() -> tuple[Callable[[Notification], tuple], tuple[str, ...], tup
     return attrgetter(*(field.attname for field in fields)), stamped, json_columns
 
 
+def _auto(field: Field) -> bool:
+    return bool(getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False))
+
+
 def _pre_save_reads_attribute(field: Field) -> bool:
     """Whether ``field.pre_save(instance, add=True)`` is ``getattr(instance, field.attname)`` (Django 5.2's fields)."""
     if type(field).pre_save in (DateField.pre_save, DateTimeField.pre_save):
-        return not (field.auto_now or field.auto_now_add)
+        return not _auto(field)
     return type(field).pre_save is Field.pre_save
 
 
