@@ -55,7 +55,9 @@ def _refold(digest_id) -> bool:
     """Rebuild a digest's items from the previews of the notifications it holds (now masked); True when changed."""
     with transaction.atomic():
         digest = Notification.objects.select_for_update().get(pk=digest_id)
-        previews = Notification.objects.filter(digest=digest).order_by("created_at", "pk").values_list("preview")
+        # A batch's rows share their created_at: ties go in key order, the order the batch inserts them in.
+        held = Notification.objects.filter(digest=digest).order_by("created_at", "idempotency_key", "pk")
+        previews = held.values_list("preview")
         content = digest_content([preview for (preview,) in previews])
         if (digest.params, digest.preview) == (content["params"], content["preview"]):
             return False
