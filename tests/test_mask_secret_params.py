@@ -118,3 +118,30 @@ def test_it_refuses_a_kind_without_secrets():
     with pytest.raises(CommandError) as refused:
         call_command("mask_secret_params", "--kind", "shipped")
     assert str(refused.value) == "No kind with a secret param named shipped."
+
+
+def test_a_digest_filled_by_one_batch_is_refolded_in_key_order(api, settings):
+    """A batch's rows share their created_at: the refold breaks the tie by key, never by the random primary key."""
+    voucher = Kind.objects.create(
+        name="voucher", category=Category.MARKETING, channels=[Channel.EMAIL], over_limit=OverLimit.DIGEST,
+        params={"voucher": {"example": "AB12", "max_length": 12}, "shop": {"example": "Tehran", "max_length": 20}},
+    )  # fmt: skip
+    TemplateVersion.objects.create(
+        kind=voucher, language="en", channel=Channel.EMAIL, status=TemplateVersion.Status.APPROVED,
+        subject="{{ shop }}: {{ voucher }}", text_body="Use {{ voucher }} at {{ shop }}.",
+    )  # fmt: skip
+    settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"marketing": {"h": 1, "d": 10}}}
+    shops = ["Fir", "Ash", "Elm", "Oak", "Yew", "Box", "Bay"]
+    items = [
+        {"idempotency_key": f"voucher-{n}", "user_id": "u-en-1", "kind": "voucher",
+         "params": {"voucher": f"K7QX9V{n}", "shop": shop}}
+        for n, shop in enumerate(shops)
+    ]  # fmt: skip
+    assert api.post("/api/v1/notifications/batch", {"items": items}, format="json").json()["accepted"] == 7
+    declare("voucher", "voucher", True)
+
+    run()
+
+    [digest] = Notification.objects.filter(kind__name="digest")
+    # voucher-0 went out; the other six were folded, and are refolded in the order of their keys.
+    assert digest.params["items"] == [f"{shop}: {MASK}" for shop in shops[1:]]
