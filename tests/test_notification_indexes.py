@@ -1,4 +1,4 @@
-"""The notification table's indexes (migrations 0011, 0024): none that another covers, sparse columns only where set.
+"""The notification table's indexes (migrations 0011, 0024, 0030): none that another covers, sparse ones where set.
 
 A campaign inserts a million notifications at once and each index costs every insert (README
 "Benchmarks"); a delivery changes the state twice, and each change writes an entry in every index the
@@ -30,11 +30,11 @@ def test_idempotency_keys_are_indexed_only_with_their_scope(indexes):
     assert "UNIQUE" in with_key[0] and "(idempotency_scope, idempotency_key)" in with_key[0]
 
 
-def test_the_recipient_is_indexed_once_as_the_first_column_of_its_history_order(indexes):
-    with_recipient = [definition for definition in indexes.values() if "recipient_id" in definition]
+def test_the_recipient_is_indexed_as_the_first_column_of_its_history_order_and_of_its_campaign_rows(indexes):
+    with_recipient = {name for name, definition in indexes.items() if "recipient_id" in definition}
 
-    assert with_recipient == [indexes["notification_recipient_idx"]]
-    assert "(recipient_id, created_at DESC)" in with_recipient[0]
+    assert with_recipient == {"notification_recipient_idx", "notification_campaign_rcpt_idx"}
+    assert indexes["notification_recipient_idx"].endswith("(recipient_id, created_at DESC)")
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,8 @@ def test_the_recipient_is_indexed_once_as_the_first_column_of_its_history_order(
         ("notification_digest_idx", "(digest_id)", "WHERE (digest_id IS NOT NULL)"),
         ("notification_ref_search_idx", "(provider_ref)", "WHERE (NOT ((provider_ref)::text = ''::text))"),
         ("notification_campaign_idx", "(campaign_id, state)", "WHERE (campaign_id IS NOT NULL)"),
+        # Written as the rate-limit read writes it, which the campaign index's condition does not serve (0030).
+        ("notification_campaign_rcpt_idx", "(recipient_id, created_at)", "WHERE ((campaign_id + 0) IS NOT NULL)"),
     ],
 )
 def test_sparse_columns_are_indexed_only_where_set(indexes, name, columns, condition):

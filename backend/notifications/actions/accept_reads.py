@@ -79,8 +79,8 @@ def _statement() -> str:
         f"AND d.{col(device, 'disabled_at')} IS NULL) AS has_device, "
         f"ARRAY(SELECT n.{col(n, 'created_at')} FROM {q(n.db_table)} n "
         f"JOIN {q(kind.db_table)} nk ON nk.{col(kind, 'id')} = n.{col(n, 'kind')} "
-        # "+ 0": the campaign index cannot serve it, so the recipient's rows come by its (recipient,
-        # created_at) index whatever the statistics say of campaign rows (policy._campaign_rows).
+        # "+ 0": the condition of the campaign rows' (recipient, created_at) index, not the campaign index's,
+        # so the recipient's campaign rows come by the former whatever the statistics say (policy._campaign_rows).
         f"WHERE n.{col(n, 'recipient')} = r.{col(recipient, 'id')} AND n.{col(n, 'campaign')} + 0 IS NOT NULL "
         f"AND nk.{col(kind, 'category')} = k.{col(kind, 'category')} AND n.{col(n, 'priority')} = %(standard)s "
         f"AND n.{col(n, 'created_at')} > %(now)s - make_interval(secs => (SELECT w.seconds "

@@ -2,7 +2,8 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.lookups import IsNull
 from django.utils import timezone
 
 from backend.notifications.models.client import ApiClient
@@ -116,6 +117,16 @@ class Notification(models.Model):
         # "C" collation (migration 0018): an AlterField of one of them must set it again.
         indexes = [
             models.Index(fields=["recipient", "-created_at"], name="notification_recipient_idx"),
+            # A send's rate-limit read: the recipient's campaign rows in the last day (policy._campaign_rows).
+            # Through the index above it visited every row the recipient got in that day, API ones included,
+            # so each send cost more the more the recipient had been sent; this one holds only campaign rows.
+            # Its condition is written as the read writes it, "campaign_id + 0", which the campaign index's
+            # condition does not match: with stale statistics the planner read every campaign row through that.
+            models.Index(
+                fields=["recipient", "created_at"],
+                condition=Q(IsNull(F("campaign_id") + 0, False)),
+                name="notification_campaign_rcpt_idx",
+            ),
             models.Index(fields=["client"], condition=Q(client__isnull=False), name="notification_client_idx"),
             models.Index(fields=["digest"], condition=Q(digest__isnull=False), name="notification_digest_idx"),
             # The sweeper's scans that run every second: claims whose lease expired, one tier's queued rows
