@@ -88,6 +88,38 @@ def test_an_api_row_being_delivered_matches_five_btree_indexes_in_each_state_it_
     }
 
 
+def test_a_campaign_row_being_delivered_matches_the_campaign_indexes_besides(demo_data):
+    """A campaign's row pays for the campaign indexes: (campaign, state), (recipient, created_at), once sent (campaign,
+    sent_at). The second is the rate-limit read's (migration 0030), which API rows never meet (the test above)."""
+    from backend.notifications.models import Kind, Recipient
+    from campaigns.models import Campaign, Segment
+
+    kind, recipient = Kind.objects.get(name="shipped"), Recipient.objects.get(user_id="u-en-1")
+    segment = Segment.objects.create(name="everyone", kind=Segment.Kind.LIST)
+    campaign = Campaign.objects.create(name="Index test", kind=kind, channel="sms", segment=segment)
+    row = Notification.objects.create(
+        idempotency_key="k", idempotency_scope=f"campaign:{campaign.pk}", campaign=campaign, recipient=recipient,
+        kind=kind, channel="sms", priority="standard", queued_at="2026-12-01T10:00:00Z",
+    )  # fmt: skip
+    matched = {}
+    for state, changes in [
+        ("queued", {}),
+        ("sending", {"lease_until": "2026-12-01T10:00:30Z"}),
+        ("sent", {"provider": "twilio", "provider_ref": "SM1", "sent_at": "2026-12-01T10:00:01Z"}),
+    ]:
+        Notification.objects.filter(pk=row.pk).update(state=state, **changes)
+        matched[state] = sorted(_btree_indexes_matching(row.pk))
+    always = [
+        "notification_campaign_idx", "notification_campaign_rcpt_idx", "notification_idempotency",
+        "notification_recipient_idx", "notifications_notification_pkey",
+    ]  # fmt: skip
+    assert matched == {
+        "queued": sorted([*always, "notification_tier_queue_idx"]),
+        "sending": sorted([*always, "notification_lease_idx"]),
+        "sent": sorted([*always, "notification_campaign_sent_idx", "notification_ref_search_idx"]),
+    }
+
+
 def _btree_indexes_matching(pk) -> list[str]:
     """The B-tree indexes of the notification table whose condition (if any) the row ``pk`` meets."""
     names, table = [], Notification._meta.db_table

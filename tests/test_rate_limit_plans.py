@@ -7,6 +7,7 @@ each recipient) instead of the recipients' own. Those are read through the campa
 read visited every API row of the window too, and a send cost more the more the recipient was sent.
 """
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -173,13 +174,14 @@ def _indexes_read(plan: dict) -> set[str]:
     return {node["Index Name"] for node in _nodes(plan["Plan"]) if node.get("Index Name") in indexes}
 
 
-@pytest.fixture
-def busy_recipient(stale_statistics) -> Recipient:
-    """``r-7``, its 10 campaign rows of the fixture, and 1,000 more API rows made today, the table analyzed."""
+@pytest.fixture(params=["stale", "analyzed"])
+def busy_recipient(request, stale_statistics) -> Recipient:
+    """``r-7``, its 10 campaign rows of the fixture, and 1,000 more API rows made today; the table analyzed or not."""
     recipient = stale_statistics[7]
     row = Notification.objects.filter(recipient=recipient, campaign__isnull=True).first()
     Notification.objects.bulk_create(copies_of(row, 1000, "busy"), batch_size=1000)
-    analyze()
+    if request.param == "analyzed":
+        analyze()
     return recipient
 
 
@@ -207,5 +209,40 @@ def test_a_single_sends_read_discards_none_of_the_recipients_api_rows(busy_recip
     plan = _plan(accept_reads._statement(), accept_reads._parameters("shipped", "r-7", now))
 
     assert len(facts.campaign_events) == 10
+    assert _indexes_read(plan) == {"notification_campaign_rcpt_idx"}, plan
+    assert _rows_discarded(plan) == 0, plan
+
+
+# The PREPARE types of the single send's parameters (psycopg gives them when it binds them on the server).
+_PARAMETER_TYPES = {
+    "kind": "text", "user_id": "text", "now": "timestamptz", "categories": "text[]", "seconds": "float8[]",
+    "standard": "text", "suppressed": "text", "approved": "text",
+}  # fmt: skip
+
+
+def test_the_single_sends_generic_plan_discards_none_of_the_recipients_api_rows(busy_recipient):
+    """The send's read is prepared (``prepared.prepared_cursor``): from its sixth run PostgreSQL may keep one plan
+    for every value, planned without them. That plan, forced here, reads by the campaign rows' index too."""
+    names: list[str] = []
+
+    def numbered(match: re.Match) -> str:
+        if match[1] not in names:
+            names.append(match[1])
+        return f"${names.index(match[1]) + 1}"
+
+    sql = re.sub(r"%\((\w+)\)s", numbered, accept_reads._statement())
+    values = accept_reads._parameters("shipped", "r-7", timezone.now())
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE single_send_read ({', '.join(_PARAMETER_TYPES[name] for name in names)}) AS {sql}")
+        arguments = ", ".join(["%s"] * len(names))
+        cursor.execute(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE single_send_read ({arguments})", [values[n] for n in names]
+        )
+        plan = cursor.fetchone()[0][0]
+        cursor.execute("DEALLOCATE single_send_read")
+
+    scans = [node for node in _nodes(plan["Plan"]) if node.get("Index Name") == "notification_campaign_rcpt_idx"]
+    assert all("$" in scan["Index Cond"] for scan in scans), plan  # planned without the values: generic
     assert _indexes_read(plan) == {"notification_campaign_rcpt_idx"}, plan
     assert _rows_discarded(plan) == 0, plan
