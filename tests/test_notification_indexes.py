@@ -69,14 +69,7 @@ def test_an_api_row_being_delivered_matches_five_btree_indexes_in_each_state_it_
         idempotency_key="k", idempotency_scope=f"client:{client.pk}", client=client, recipient=recipient, kind=kind,
         channel="sms", priority="standard", queued_at="2026-12-01T10:00:00Z",
     )  # fmt: skip
-    matched = {}
-    for state, changes in [
-        ("queued", {}),
-        ("sending", {"lease_until": "2026-12-01T10:00:30Z"}),
-        ("sent", {"provider": "twilio", "provider_ref": "SM1", "sent_at": "2026-12-01T10:00:01Z"}),
-    ]:
-        Notification.objects.filter(pk=row.pk).update(state=state, **changes)
-        matched[state] = sorted(_btree_indexes_matching(row.pk))
+    matched = _matched_while_delivered(row)
     always = [
         "notification_client_idx", "notification_idempotency", "notification_recipient_idx",
         "notifications_notification_pkey",
@@ -101,14 +94,7 @@ def test_a_campaign_row_being_delivered_matches_the_campaign_indexes_besides(dem
         idempotency_key="k", idempotency_scope=f"campaign:{campaign.pk}", campaign=campaign, recipient=recipient,
         kind=kind, channel="sms", priority="standard", queued_at="2026-12-01T10:00:00Z",
     )  # fmt: skip
-    matched = {}
-    for state, changes in [
-        ("queued", {}),
-        ("sending", {"lease_until": "2026-12-01T10:00:30Z"}),
-        ("sent", {"provider": "twilio", "provider_ref": "SM1", "sent_at": "2026-12-01T10:00:01Z"}),
-    ]:
-        Notification.objects.filter(pk=row.pk).update(state=state, **changes)
-        matched[state] = sorted(_btree_indexes_matching(row.pk))
+    matched = _matched_while_delivered(row)
     always = [
         "notification_campaign_idx", "notification_campaign_rcpt_idx", "notification_idempotency",
         "notification_recipient_idx", "notifications_notification_pkey",
@@ -118,6 +104,19 @@ def test_a_campaign_row_being_delivered_matches_the_campaign_indexes_besides(dem
         "sending": sorted([*always, "notification_lease_idx"]),
         "sent": sorted([*always, "notification_campaign_sent_idx", "notification_ref_search_idx"]),
     }
+
+
+def _matched_while_delivered(row: Notification) -> dict[str, list[str]]:
+    """Per state a delivery moves ``row`` through (queued, sending, sent), the B-tree indexes its version meets."""
+    matched = {}
+    for state, changes in [
+        ("queued", {}),
+        ("sending", {"lease_until": "2026-12-01T10:00:30Z"}),
+        ("sent", {"provider": "twilio", "provider_ref": "SM1", "sent_at": "2026-12-01T10:00:01Z"}),
+    ]:
+        Notification.objects.filter(pk=row.pk).update(state=state, **changes)
+        matched[state] = sorted(_btree_indexes_matching(row.pk))
+    return matched
 
 
 def _btree_indexes_matching(pk) -> list[str]:
