@@ -4,10 +4,12 @@ Each send (single or batch) reads the recipient's campaign notifications of the 
 count against its rate limits (``policy._campaign_rows``). Through ``notification_recipient_idx``
 that read visited every row the recipient got in the day, API rows included, and kept the campaign
 ones: about 0.4 µs a row (``bin/bench rate_limit_read``), so a batch of 1,000 recipients sent 1,000
-notifications each that day took 394 ms to read 1,003,000 rows, where 3,000 were wanted. This partial index holds campaign rows only. Its condition is
-``campaign_id + 0 IS NOT NULL``, as the reads write it: the campaign index's (``campaign_id IS NOT
-NULL``) is not implied by that, so statistics that count no campaign rows cannot make the planner
-read every campaign row through it, as they once did (``tests/test_rate_limit_plans.py``).
+notifications each that day took 394 ms to read 1,003,000 rows, where 3,000 were wanted.
+
+This partial index holds campaign rows only. Its condition is ``campaign_id + 0 IS NOT NULL``, as
+the reads write it: the campaign index's (``campaign_id IS NOT NULL``) is not implied by that, so
+statistics that count no campaign rows cannot make the planner read every campaign row through it,
+as they once did (``tests/test_rate_limit_plans.py``).
 
 Its price is one entry for each campaign row version: the fan-out's insert and each state change.
 README "Throughput: the send API" has both figures. Built ``CONCURRENTLY`` on PostgreSQL, so a
