@@ -39,3 +39,35 @@ def copy_in_sql(row: Notification, count: int) -> None:
             f" FROM {table}, generate_series(1, %s) g WHERE id = %s",
             [count, row.pk],
         )
+
+
+def spread_in_sql(row: Notification, count: int, prefix: str, recipients: list[int] | None = None, **fields) -> None:
+    """``copies_of(row, count, prefix, **fields)`` inserted by one INSERT … SELECT; copy ``n`` is for
+    ``recipients[n % len(recipients)]`` when they are given, else for ``row``'s recipient.
+
+    Built as Python objects, 40,000 such rows took a test 12 s.
+    """
+    meta = Notification._meta
+    overrides = {meta.get_field(name).column: value for name, value in fields.items()}
+    select, params = [], []
+    for column in (field.column for field in meta.concrete_fields):
+        if column == "id":
+            select.append("gen_random_uuid()")
+        elif column == "idempotency_key":
+            select.append("%s || g")
+            params.append(f"{prefix}-")
+        elif column == "recipient_id" and recipients:
+            select.append("(%s::bigint[])[g %% %s + 1]")
+            params += [recipients, len(recipients)]
+        elif column in overrides:
+            select.append("%s")
+            params.append(overrides[column])
+        else:
+            select.append(column)
+    columns = ", ".join(field.column for field in meta.concrete_fields)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {meta.db_table} ({columns}) SELECT {', '.join(select)}"
+            f" FROM {meta.db_table}, generate_series(0, %s) g WHERE id = %s",
+            [*params, count - 1, row.pk],
+        )

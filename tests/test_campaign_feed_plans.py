@@ -16,7 +16,7 @@ from backend.notifications.queues import HUEYS
 from campaigns import actions, fanout, row_moves
 from campaigns.models import Campaign
 from tests.campaigns_setup import approved_and_started, list_segment
-from tests.plans_setup import analyze, copies_of, copy_in_sql, plan_of
+from tests.plans_setup import analyze, copy_in_sql, plan_of, spread_in_sql
 
 
 # Committed and flushed after, as test_delivery_batches' plan test: ANALYZE's row count survives a rollback.
@@ -27,7 +27,7 @@ def test_the_feed_picks_a_campaigns_rows_by_the_campaign_index_whatever_the_stat
     response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}})
     row = Notification.objects.get(pk=response.json()["id"])
     Notification.objects.filter(pk=row.pk).update(state=State.SENT)
-    Notification.objects.bulk_create(copies_of(row, 20_000, "api", state=State.SENT), batch_size=5000)
+    spread_in_sql(row, 20_000, "api", state=State.SENT)
     analyze()  # no campaign yet, no row queued: as autovacuum left them before the first campaigns
     Recipient.objects.bulk_create(Recipient(user_id=f"fp-{n}", email=f"fp{n}@example.com") for n in range(20))
     segment = list_segment([f"fp-{n}" for n in range(20)], name="Feed plans")

@@ -20,7 +20,7 @@ from backend.notifications import policy
 from backend.notifications.actions import accept_reads
 from backend.notifications.models import Kind, Notification, Recipient
 from campaigns.models import Campaign, Segment
-from tests.plans_setup import analyze, copies_of, plan_of
+from tests.plans_setup import analyze, plan_of, spread_in_sql
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -33,19 +33,12 @@ def stale_statistics(send) -> list[Recipient]:
     )
     response = send({"user_id": "r-0", "kind": "shipped", "params": {"order": "1"}})
     row = Notification.objects.get(pk=response.json()["id"])
-    api_rows = copies_of(row, 20_000, "api")
-    for n, copy in enumerate(api_rows):
-        copy.recipient = recipients[n % 2000]
-    Notification.objects.bulk_create(api_rows, batch_size=5000)
+    keys = [recipient.pk for recipient in recipients]
+    spread_in_sql(row, 20_000, "api", keys)
     analyze()
     segment = Segment.objects.create(name="everyone", kind=Segment.Kind.LIST)
     campaign = Campaign.objects.create(name="First", kind=row.kind, channel="email", segment=segment)
-    campaign_rows = copies_of(
-        row, 20_000, "campaign", campaign_id=campaign.pk, idempotency_scope=f"campaign:{campaign.pk}"
-    )
-    for n, copy in enumerate(campaign_rows):
-        copy.recipient = recipients[n % 2000]
-    Notification.objects.bulk_create(campaign_rows, batch_size=5000)
+    spread_in_sql(row, 20_000, "campaign", keys, campaign=campaign.pk, idempotency_scope=f"campaign:{campaign.pk}")
     return recipients
 
 
@@ -179,7 +172,7 @@ def busy_recipient(request, stale_statistics) -> Recipient:
     """``r-7``, its 10 campaign rows of the fixture, and 1,000 more API rows made today; the table analyzed or not."""
     recipient = stale_statistics[7]
     row = Notification.objects.filter(recipient=recipient, campaign__isnull=True).first()
-    Notification.objects.bulk_create(copies_of(row, 1000, "busy"), batch_size=1000)
+    spread_in_sql(row, 1000, "busy")
     if request.param == "analyzed":
         analyze()
     return recipient
