@@ -29,23 +29,14 @@ def plan_of(sql: str) -> str:
         return "\n".join(line for (line,) in cursor.fetchall())
 
 
-def copy_in_sql(row: Notification, count: int) -> None:
-    """``count`` copies of ``row`` (new ids and keys) in one INSERT … SELECT: faster than ``copies_of`` at this size."""
-    table, columns = Notification._meta.db_table, [f.column for f in Notification._meta.concrete_fields]
-    values = {"id": "gen_random_uuid()", "idempotency_key": "idempotency_key || '-' || g"}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(values.get(c, c) for c in columns)}"
-            f" FROM {table}, generate_series(1, %s) g WHERE id = %s",
-            [count, row.pk],
-        )
+def copies_in_sql(
+    row: Notification, count: int, prefix: str | None = None, recipients: list[int] | None = None, **fields
+) -> None:
+    """``count`` copies of ``row`` inserted by one INSERT … SELECT: new ids, ``fields`` set, otherwise as stored.
 
-
-def spread_in_sql(row: Notification, count: int, prefix: str, recipients: list[int] | None = None, **fields) -> None:
-    """``copies_of(row, count, prefix, **fields)`` inserted by one INSERT … SELECT; copy ``n`` is for
-    ``recipients[n % len(recipients)]`` when they are given, else for ``row``'s recipient.
-
-    Built as Python objects, 40,000 such rows took a test 12 s.
+    Their keys are ``prefix-0`` …, or without a prefix the row's stored key with ``-0`` … appended. Copy
+    ``n`` is for ``recipients[n % len(recipients)]`` when they are given, else for ``row``'s recipient.
+    Built as Python objects (``copies_of``), 40,000 such rows took a test 12 s.
     """
     meta = Notification._meta
     overrides = {meta.get_field(name).column: value for name, value in fields.items()}
@@ -53,9 +44,11 @@ def spread_in_sql(row: Notification, count: int, prefix: str, recipients: list[i
     for column in (field.column for field in meta.concrete_fields):
         if column == "id":
             select.append("gen_random_uuid()")
-        elif column == "idempotency_key":
+        elif column == "idempotency_key" and prefix is not None:
             select.append("%s || g")
             params.append(f"{prefix}-")
+        elif column == "idempotency_key":
+            select.append("idempotency_key || '-' || g")
         elif column == "recipient_id" and recipients:
             select.append("(%s::bigint[])[g %% %s + 1]")
             params += [recipients, len(recipients)]

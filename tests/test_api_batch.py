@@ -21,7 +21,7 @@ from backend.notifications.api.serializers import AcceptedSerializer, BatchItemS
 from backend.notifications.models import Attempt, Notification, Recipient, StateChange
 from backend.notifications.queues import HUEYS
 from tests.conftest import pending
-from tests.plans_setup import analyze, plan_of, spread_in_sql
+from tests.plans_setup import analyze, copies_in_sql, plan_of
 from tests.processes import run_embedded
 
 URL = "/api/v1/notifications/batch"
@@ -516,7 +516,7 @@ def test_seen_keys_are_read_by_the_whole_index_key_whatever_the_statistics_say(a
     post_batch(api, [shipped(user, n) for n, user in enumerate(customers[:200])])
     analyze()
     first = Notification.objects.get(idempotency_key="order-0-shipped")
-    spread_in_sql(first, 20_000, "old")
+    copies_in_sql(first, 20_000, "old")
 
     with CaptureQueriesContext(connection) as queries:
         body = post_batch(api, [shipped(user, n) for n, user in enumerate(customers[:200])]).json()

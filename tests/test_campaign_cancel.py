@@ -17,7 +17,7 @@ from backend.notifications.tasks import enqueue_delivery
 from campaigns import actions, fanout, ledger, row_moves
 from campaigns.models import Campaign, CampaignAudit
 from tests.campaigns_setup import list_segment, submitted
-from tests.plans_setup import analyze, plan_of, spread_in_sql
+from tests.plans_setup import analyze, copies_in_sql, plan_of
 from tests.processes import Processes, wait_until, worker_env
 
 AUDIENCE = 30
@@ -242,8 +242,8 @@ def test_a_move_reads_the_campaign_rows_by_key_whatever_else_is_scheduled(runnin
     """Each chunk's UPDATE finds its rows by primary key, not by reading every scheduled row of the table."""
     template = rows(running, State.QUEUED).first()
     # This campaign's spread wave, and 20,000 rows of other sends waiting for their send_at.
-    spread_in_sql(template, 3000, "wave", state=State.SCHEDULED)
-    spread_in_sql(template, 20_000, "api", state=State.SCHEDULED, campaign=None, idempotency_scope="internal")
+    copies_in_sql(template, 3000, "wave", state=State.SCHEDULED)
+    copies_in_sql(template, 20_000, "api", state=State.SCHEDULED, campaign=None, idempotency_scope="internal")
     analyze()
 
     with CaptureQueriesContext(connection) as captured:

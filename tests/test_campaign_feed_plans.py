@@ -16,7 +16,7 @@ from backend.notifications.queues import HUEYS
 from campaigns import actions, fanout, row_moves
 from campaigns.models import Campaign
 from tests.campaigns_setup import approved_and_started, list_segment
-from tests.plans_setup import analyze, copy_in_sql, plan_of, spread_in_sql
+from tests.plans_setup import analyze, copies_in_sql, plan_of
 
 
 # Committed and flushed after, as test_delivery_batches' plan test: ANALYZE's row count survives a rollback.
@@ -27,7 +27,7 @@ def test_the_feed_picks_a_campaigns_rows_by_the_campaign_index_whatever_the_stat
     response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}})
     row = Notification.objects.get(pk=response.json()["id"])
     Notification.objects.filter(pk=row.pk).update(state=State.SENT)
-    spread_in_sql(row, 20_000, "api", state=State.SENT)
+    copies_in_sql(row, 20_000, "api", state=State.SENT)
     analyze()  # no campaign yet, no row queued: as autovacuum left them before the first campaigns
     Recipient.objects.bulk_create(Recipient(user_id=f"fp-{n}", email=f"fp{n}@example.com") for n in range(20))
     segment = list_segment([f"fp-{n}" for n in range(20)], name="Feed plans")
@@ -35,7 +35,7 @@ def test_the_feed_picks_a_campaigns_rows_by_the_campaign_index_whatever_the_stat
     for campaign in (first, second):
         assert fanout.fan_out(campaign.pk).created == 20
     actions.pause(Campaign.objects.get(pk=first.pk), marketer)
-    copy_in_sql(Notification.objects.filter(campaign=first).first(), 300_000)  # its unfed rows, not analyzed
+    copies_in_sql(Notification.objects.filter(campaign=first).first(), 300_000)  # its unfed rows, not analyzed
     HUEYS["standard"].flush()
 
     with CaptureQueriesContext(connection) as captured:
@@ -60,11 +60,11 @@ def campaign_after_history(send, marketer, approver) -> Campaign:
     response = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}})
     row = Notification.objects.get(pk=response.json()["id"])
     Notification.objects.filter(pk=row.pk).update(state=State.SENT)
-    copy_in_sql(row, 100_000)  # the history before the campaign, at the start of the table
+    copies_in_sql(row, 100_000)  # the history before the campaign, at the start of the table
     Recipient.objects.bulk_create(Recipient(user_id=f"ch-{n}", email=f"ch{n}@example.com") for n in range(20))
     campaign = approved_and_started(marketer, approver, segment=list_segment([f"ch-{n}" for n in range(20)]))
     assert fanout.fan_out(campaign.pk).created == 20
-    copy_in_sql(Notification.objects.filter(campaign=campaign).first(), 100_000)
+    copies_in_sql(Notification.objects.filter(campaign=campaign).first(), 100_000)
     analyze()
     return campaign
 

@@ -37,7 +37,7 @@ from backend.stubs import provider_server
 from campaigns import actions as campaign_actions
 from campaigns.models import Campaign
 from tests.campaigns_setup import list_segment, submitted
-from tests.plans_setup import analyze, copies_of, plan_of, spread_in_sql
+from tests.plans_setup import analyze, copies_in_sql, copies_of, plan_of
 from tests.providers_setup import write_providers_file
 
 pytestmark = pytest.mark.usefixtures("demo_data", "stub_providers")
@@ -453,7 +453,7 @@ def test_a_row_that_no_longer_renders_fails_with_its_render_error_and_the_rest_g
 def test_a_batch_finds_its_rows_by_key_whatever_the_statistics_say(send, stub_providers, caller):
     # Statistics of a table of 20,000 rows sent, none queued; then a backlog of 3,000 arrives.
     first = Notification.objects.get(pk=queued_sms(send, 1)[0])
-    spread_in_sql(first, 20_000, "s", state=State.SENT)
+    copies_in_sql(first, 20_000, "s", state=State.SENT)
     analyze()
     copies = copies_of(first, 3000, "c")
     Notification.objects.bulk_create(copies)

@@ -20,7 +20,7 @@ from backend.notifications import policy
 from backend.notifications.actions import accept_reads
 from backend.notifications.models import Kind, Notification, Recipient
 from campaigns.models import Campaign, Segment
-from tests.plans_setup import analyze, plan_of, spread_in_sql
+from tests.plans_setup import analyze, copies_in_sql, plan_of
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -34,11 +34,11 @@ def stale_statistics(send) -> list[Recipient]:
     response = send({"user_id": "r-0", "kind": "shipped", "params": {"order": "1"}})
     row = Notification.objects.get(pk=response.json()["id"])
     keys = [recipient.pk for recipient in recipients]
-    spread_in_sql(row, 20_000, "api", keys)
+    copies_in_sql(row, 20_000, "api", keys)
     analyze()
     segment = Segment.objects.create(name="everyone", kind=Segment.Kind.LIST)
     campaign = Campaign.objects.create(name="First", kind=row.kind, channel="email", segment=segment)
-    spread_in_sql(row, 20_000, "campaign", keys, campaign=campaign.pk, idempotency_scope=f"campaign:{campaign.pk}")
+    copies_in_sql(row, 20_000, "campaign", keys, campaign=campaign.pk, idempotency_scope=f"campaign:{campaign.pk}")
     return recipients
 
 
@@ -172,7 +172,7 @@ def busy_recipient(request, stale_statistics) -> Recipient:
     """``r-7``, its 10 campaign rows of the fixture, and 1,000 more API rows made today; the table analyzed or not."""
     recipient = stale_statistics[7]
     row = Notification.objects.filter(recipient=recipient, campaign__isnull=True).first()
-    spread_in_sql(row, 1000, "busy")
+    copies_in_sql(row, 1000, "busy")
     if request.param == "analyzed":
         analyze()
     return recipient

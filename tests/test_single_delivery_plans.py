@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from backend.notifications.delivery import dispatch, lease
 from backend.notifications.models import Notification, State
 from backend.notifications.queues import HUEYS
-from tests.plans_setup import analyze, copy_in_sql, plan_of
+from tests.plans_setup import analyze, copies_in_sql, plan_of
 
 
 # Committed and flushed after, as test_delivery_batches' plan test: ANALYZE's row count survives a rollback.
@@ -24,10 +24,10 @@ def test_a_single_delivery_reads_and_moves_its_row_by_key_whatever_the_statistic
     assert response.status_code == 202, response.json()
     row = Notification.objects.get(pk=response.json()["id"])
     Notification.objects.filter(pk=row.pk).update(state=State.SENT)
-    copy_in_sql(row, 20_000)  # the history, sent
+    copies_in_sql(row, 20_000)  # the history, sent
     analyze()  # no row queued: as autovacuum left them before the backlog
     Notification.objects.filter(pk=row.pk).update(state=State.QUEUED, idempotency_key="backlog")
-    copy_in_sql(row, 100_000)  # a backlog, not analyzed (keys backlog-1 …)
+    copies_in_sql(row, 100_000)  # a backlog, not analyzed (keys backlog-0 …)
 
     with CaptureQueriesContext(connection) as captured:
         dispatch.deliver(str(row.pk))
@@ -53,10 +53,10 @@ def test_a_lease_renewal_reads_its_rows_by_key_whatever_the_statistics_say(demo_
     response = send({"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}})
     row = Notification.objects.get(pk=response.json()["id"])
     Notification.objects.filter(pk=row.pk).update(state=State.SENT)
-    copy_in_sql(row, 20_000)  # the history, sent
+    copies_in_sql(row, 20_000)  # the history, sent
     analyze()  # nothing sending
     Notification.objects.filter(pk=row.pk).update(state=State.SENDING, idempotency_key="in-flight")
-    copy_in_sql(row, 5_000)  # in flight, not analyzed
+    copies_in_sql(row, 5_000)  # in flight, not analyzed
     held = [str(pk) for pk in Notification.objects.filter(state=State.SENDING).values_list("pk", flat=True)[:200]]
 
     with lease.held_many(held, "standard"), CaptureQueriesContext(connection) as captured:
