@@ -26,13 +26,14 @@ import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from backend.notifications import pricing, quiet_hours, rate_limits
 from backend.notifications.array_param import in_array
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard
 from backend.notifications.models import (
+    MADE_BY_CAMPAIGN,
     Channel,
     Device,
     Kind,
@@ -186,7 +187,7 @@ def _campaign_events_of(recipients: set[int], kinds: list[Kind], now: datetime) 
 def _campaign_rows() -> QuerySet:
     """The notifications a campaign made that count against the user rate limits: standard tier, not suppressed.
 
-    "Made by a campaign" is written ``campaign_id + 0 IS NOT NULL``: the condition of
+    "Made by a campaign" is ``MADE_BY_CAMPAIGN``, ``campaign_id + 0 IS NOT NULL``: the condition of
     ``notification_campaign_rcpt_idx`` (recipient, created_at; migration 0030), which finds a
     recipient's campaign rows and only those, and not the campaign index's (``campaign_id IS NOT
     NULL``). Statistics taken before a first large campaign counted almost no campaign rows, and the
@@ -194,11 +195,7 @@ def _campaign_rows() -> QuerySet:
     0030 the read went through the index of all of a recipient's rows and visited every API row of
     the window too: a send cost more the more the recipient had been sent.
     """
-    return (
-        Notification.objects.alias(campaign_made=F("campaign_id") + 0)
-        .filter(campaign_made__isnull=False, priority=Priority.STANDARD)
-        .exclude(state=State.SUPPRESSED)
-    )
+    return Notification.objects.filter(MADE_BY_CAMPAIGN, priority=Priority.STANDARD).exclude(state=State.SUPPRESSED)
 
 
 @functools.cache

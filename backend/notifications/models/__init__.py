@@ -5,6 +5,7 @@ from backend.notifications.models.client import ApiClient
 from backend.notifications.models.kind import Category, Channel, Kind, OverLimit, Priority
 from backend.notifications.models.metric_counter import MetricCounter
 from backend.notifications.models.notification import (
+    MADE_BY_CAMPAIGN,
     Attempt,
     DeadLetter,
     Notification,
@@ -20,6 +21,7 @@ from backend.notifications.models.template_history import TemplateEvent
 from backend.notifications.models.unsubscribe import UnsubscribeToken
 
 __all__ = [
+    "MADE_BY_CAMPAIGN",
     "ApiClient",
     "Attempt",
     "BreakerEvent",

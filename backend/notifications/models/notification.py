@@ -35,6 +35,12 @@ class State(models.TextChoices):
     UNDELIVERED = "undelivered", "Undelivered"
 
 
+# "Made by a campaign", as the rate-limit reads ask it (policy._campaign_rows) and as the campaign rows' (recipient,
+# created_at) index holds it. "+ 0" keeps the campaign index's condition (campaign_id IS NOT NULL) from matching: with
+# stale statistics the planner read every campaign row through that one. One value, so the two cannot drift apart.
+MADE_BY_CAMPAIGN = Q(IsNull(F("campaign_id") + 0, False))
+
+
 class Notification(models.Model):
     """One request to reach one person with one kind, on one channel.
 
@@ -120,12 +126,8 @@ class Notification(models.Model):
             # A send's rate-limit read: the recipient's campaign rows in the last day (policy._campaign_rows).
             # Through the index above it visited every row the recipient got in that day, API ones included,
             # so each send cost more the more the recipient had been sent; this one holds only campaign rows.
-            # Its condition is written as the read writes it, "campaign_id + 0", which the campaign index's
-            # condition does not match: with stale statistics the planner read every campaign row through that.
             models.Index(
-                fields=["recipient", "created_at"],
-                condition=Q(IsNull(F("campaign_id") + 0, False)),
-                name="notification_campaign_rcpt_idx",
+                fields=["recipient", "created_at"], condition=MADE_BY_CAMPAIGN, name="notification_campaign_rcpt_idx"
             ),
             models.Index(fields=["client"], condition=Q(client__isnull=False), name="notification_client_idx"),
             models.Index(fields=["digest"], condition=Q(digest__isnull=False), name="notification_digest_idx"),
