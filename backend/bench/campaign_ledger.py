@@ -14,20 +14,11 @@ approved campaign as ``campaign_fanout`` does, fans it out, feeds the first
 """
 
 import argparse
-import statistics
 import time
 import tracemalloc
 
 from backend.bench.campaign_fanout import _setup_django, add_audience, approved_campaign
-
-
-def _timed(work, repeat: int = 1) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = work()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
+from backend.bench.harness import timed
 
 
 def _csv(campaign) -> tuple[int, int]:
@@ -77,7 +68,7 @@ def main() -> None:
     print(f"$ bin/bench campaign_ledger --recipients {args.recipients}")
     print(f"made: {ledger.counts(campaign)}")
 
-    poll, _ = _timed(lambda: progress.progress_of(campaign, (time.time() - 4, 0)), repeat=5)
+    poll, _ = timed(lambda: progress.progress_of(campaign, (time.time() - 4, 0)), repeat=5)
     with connection.cursor() as cursor:
         query, params = (
             Notification.objects.filter(campaign=campaign)
@@ -90,7 +81,7 @@ def main() -> None:
         plan = " / ".join(row[0].strip() for row in cursor.fetchall()[:3])
     print(f"progress poll (counts per state): {poll * 1000:.0f} ms median of 5; plan: {plan}")
 
-    cancel, cancelled = _timed(lambda: actions.cancel(campaign, User.objects.get(username="approver")))
+    cancel, cancelled = timed(lambda: actions.cancel(campaign, User.objects.get(username="approver")))
     stopped = ledger.counts(cancelled)[State.CANCELLED]
     print(f"cancel: {cancel:.2f} s until it returned, {stopped:,} rows counted cancelled")
     started, chunks = time.perf_counter(), 0

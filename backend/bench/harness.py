@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: percentiles, the start-up of a Django-test-client benchmark, waiting for daphne."""
+"""Shared by the benchmarks: percentiles, a median time, a test-client benchmark's start-up, waiting for daphne."""
 
 import argparse
 import math
@@ -20,6 +20,16 @@ def interpolated(values: list[float], q: int) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def timed(work: Callable[[], object], repeat: int = 1) -> tuple[float, object]:
+    """Seconds of wall clock ``work()`` takes, median of ``repeat`` calls, and what its last call returned."""
+    times, result = [], None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = work()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
 
 
 def client_benchmark_main(run: Callable[[int], bool], description: str, default_calls: int) -> None:

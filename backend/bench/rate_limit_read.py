@@ -19,12 +19,12 @@ and the round trip, not the Python that uses the rows.
 """
 
 import argparse
-import statistics
-import time
 import uuid
 from datetime import timedelta
+from functools import partial
 
 from backend.bench.campaign_fanout import _setup_django
+from backend.bench.harness import timed
 
 CAMPAIGN_ROWS = 3
 
@@ -71,16 +71,6 @@ def _copy(row, recipients: str, per_recipient: int, prefix: str, extra: dict) ->
             f" {Recipient._meta.db_table} r, generate_series(1, %s) g WHERE n.id = %s AND r.user_id LIKE %s",
             [*(extra[column] for column in columns if column in extra), per_recipient, row.pk, recipients],
         )
-
-
-def _median_ms(repeat: int, work, *args) -> float:
-    """Milliseconds ``work(*args)`` takes, median of ``repeat`` calls."""
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        work(*args)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
 
 
 def _visited(sql: str, params) -> tuple[int, set[str]]:
@@ -147,12 +137,13 @@ def main() -> None:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
         now = timezone.now()
-        batch_ms = _median_ms(5, policy._campaign_events_of, recipients, [kind], now)
-        single_ms = _median_ms(50, accept_reads.load, "shipped", "rl-7", now)
+        batch_seconds, _ = timed(partial(policy._campaign_events_of, recipients, [kind], now), repeat=5)
+        single_seconds, _ = timed(partial(accept_reads.load, "shipped", "rl-7", now), repeat=50)
         since = now - timedelta(seconds=policy.widest_window(kind))
         params = [list(recipients), [kind.category], Priority.STANDARD, since, State.SUPPRESSED]
         rows, indexes = _visited(policy._campaign_events_sql(), params)
-        print(f"{step:>20,} | {batch_ms:15.1f} | {single_ms:21.2f} | {rows:30,} | {', '.join(sorted(indexes))}")
+        times = f"{batch_seconds * 1000:15.1f} | {single_seconds * 1000:21.2f}"
+        print(f"{step:>20,} | {times} | {rows:30,} | {', '.join(sorted(indexes))}")
 
 
 if __name__ == "__main__":
