@@ -57,13 +57,12 @@ from typing import Any
 import psycopg
 from django.db import connection, models, transaction
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
-from django.db.models import BooleanField, Q
-from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from backend.notifications import actions, metric_counters, rendering
 from backend.notifications.actions.delivery import _secrets_at_rest
-from backend.notifications.delivery import breaker, budget, dispatch, lease, sent_marker
+from backend.notifications.delivery import batch_rows, breaker, budget, dispatch, lease, sent_marker
+from backend.notifications.delivery.batch_rows import key_array
 from backend.notifications.delivery.dispatch import Target
 from backend.notifications.delivery.shared_state import RedisUnavailable
 from backend.notifications.models import Attempt, Channel, Device, Notification, State, StateChange
@@ -164,13 +163,7 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
     Ids no longer queued are skipped, as by ``dispatch.deliver``. Raises only what the database or
     an unexpected bug raises; a claimed row left behind then is the lease's and the sweeper's.
     """
-    # By primary key alone, the state checked here: with ``state='queued'`` in the statement, statistics taken
-    # before a backlog arrived (10 queued rows estimated) made PostgreSQL read the whole queue through its partial
-    # index and hash it to find the batch's 200 rows (60,000 queued: 26–99 ms a batch, growing with the queue).
-    found = Notification.objects.select_related("recipient").filter(by_keys(list(ids)))
-    found = found.defer(*_UNREAD, *_UNREAD_RECIPIENT).order_by()
-    rows = [row for row in found if row.state == State.QUEUED]
-    _attach_shared(rows, ("kind", "template_version"))
+    rows = batch_rows.queued(list(ids))
     items, single = _split(rows)
     by_provider: dict[str, list[Item]] = {}
     for item in items:
@@ -179,56 +172,6 @@ def deliver_batch(ids: Iterable[str], tier: str, caller: Caller) -> None:
         _deliver_group(group, tier, caller)
     for notification in single:
         dispatch.deliver(str(notification.pk))
-
-
-# Columns a batch never reads from the rows it loads (the single path reads its row whole): seven of them timestamps,
-# each parsed per row for nothing (the read's CPU fell by a twentieth). Written ones are set by UPDATE, not by save().
-_UNREAD = (
-    "idempotency_key", "idempotency_scope", "request_hash", "reason", "preview", "provider", "provider_ref",
-    "last_error", "updated_at", "queued_at", "sending_at", "lease_until", "sent_at", "failed_at", "expired_at",
-)  # fmt: skip
-
-
-# The recipient's columns a batch never reads (it sends to the address and names the user id): its attributes' JSON,
-# five timestamps and times parsed per row, 24.6 → 19.1 µs of CPU a row read (in process, 200-row reads).
-_UNREAD_RECIPIENT = tuple(
-    f"recipient__{name}"
-    for name in (
-        "attributes", "created_at", "updated_at", "quiet_hours_start", "quiet_hours_end", "email_bounced_at",
-        "email_bounce", "phone_disabled_at", "phone_disabled_reason", "language", "time_zone",
-    )
-)  # fmt: skip
-
-
-def _attach_shared(rows: list[Notification], names: tuple[str, ...]) -> None:
-    """Give ``rows`` their related ``names`` (foreign keys), one instance per distinct row read in one query each.
-
-    A batch's rows share a few kinds and template versions: joined, each row built its own
-    instances of both (with their timestamps parsed), about a tenth of a batch's CPU.
-    """
-    for name in names:
-        field = Notification._meta.get_field(name)
-        keys = {getattr(row, field.attname) for row in rows} - {None}
-        related = field.related_model.objects.in_bulk(keys) if keys else {}
-        for row in rows:
-            key = getattr(row, field.attname)
-            if key is not None:
-                field.set_cached_value(row, related[key])
-
-
-def by_keys(ids: list[str]) -> Q | RawSQL:
-    """The filter of the notifications ``ids``: on PostgreSQL ``id = ANY(%s::uuid[])``, one array parameter.
-
-    ``IN (%s, …)`` of a whole batch is a statement psycopg parses again each time (it caches those of
-    at most 50 parameters). ``= ANY`` of an array, unlike ``IN (SELECT unnest(…))``, gives the planner
-    the number of keys, so it reads them from the primary key whatever it believes of the table's
-    size: with statistics taken when the table was nearly empty it hashed a seq scan of every row.
-    """
-    if connection.vendor != "postgresql":
-        return Q(pk__in=ids)
-    meta, quote = Notification._meta, connection.ops.quote_name
-    table, key = quote(meta.db_table), quote(meta.pk.column)
-    return RawSQL(f"{table}.{key} = ANY(%s::uuid[])", [key_array(ids)], output_field=BooleanField())
 
 
 def _split(rows: list[Notification]) -> tuple[list[Item], list[Notification]]:
@@ -806,30 +749,6 @@ def update_statement(
     if extra_where:
         condition += f" AND {extra_where}"
     return f"{sql}{condition} RETURNING {table}.{key}", params + row_params + keys
-
-
-def key_array(ids: list) -> str:
-    """PostgreSQL's text form of an array of uuid or integer keys, ``{…,…}``, for a ``%s::uuid[]`` parameter.
-
-    psycopg quotes a list element by element (a tenth of a batch's CPU went to arrays of ids);
-    a key's text needs no quoting, so the array is one string. Raises ``ValueError`` for a
-    key that is neither a UUID (or its text) nor an integer: nothing else may reach the SQL.
-    """
-    text = []
-    for key in ids:
-        if key is None:
-            text.append("NULL")
-        elif isinstance(key, uuid.UUID | int) and not isinstance(key, bool):
-            text.append(str(key))
-        elif isinstance(key, str) and _UUID_TEXT.fullmatch(key):
-            text.append(key)
-        else:
-            raise ValueError(f"not a key: {key!r}")
-    return "{" + ",".join(text) + "}"
-
-
-# The text of a UUID (PostgreSQL checks the rest): nothing in it needs quoting.
-_UUID_TEXT = re.compile(r"[0-9a-fA-F-]{32,36}")
 
 
 def _update_sql(model, ids: list, per_row: dict[str, dict], sets: list[str]) -> tuple[str, list]:

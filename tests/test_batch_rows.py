@@ -1,0 +1,75 @@
+"""A batch's read (delivery/batch_rows.py): the same instances as Django's own iterator builds, at less cost."""
+
+import uuid
+
+import pytest
+from django.db.models import signals
+
+from backend.notifications.delivery import batch_rows
+from backend.notifications.models import Kind, Notification, Recipient, State, TemplateVersion
+
+pytestmark = pytest.mark.usefixtures("demo_data")
+
+
+@pytest.fixture
+def rows(send) -> list[Notification]:
+    """Three notifications of the demo: an SMS and a push to u-ar-1 and u-en-1, and an email, the last one sent."""
+    ids = []
+    for n, (user_id, channel) in enumerate([("u-ar-1", "sms"), ("u-en-1", "push"), ("u-ar-1", "email")]):
+        body = {"user_id": user_id, "kind": "shipped", "params": {"order": str(n)}, "channel": channel}
+        response = send(body, key=f"rows-{n}")
+        assert response.status_code == 202, response.json()
+        ids.append(response.json()["id"])
+    Notification.objects.filter(pk=ids[2]).update(state=State.SENT)
+    return list(Notification.objects.select_related("recipient", "kind", "template_version").filter(pk__in=ids))
+
+
+def test_the_rows_still_queued_come_with_the_values_djangos_iterator_gives_them(rows, django_assert_num_queries):
+    by_id = {row.pk: row for row in rows}
+    keys = [str(row.pk) for row in rows] + [str(uuid.uuid4())]  # one row no longer queued, one gone
+
+    # The rows with their recipients, then the distinct kinds and the distinct template versions.
+    with django_assert_num_queries(3):
+        found = batch_rows.queued(keys)
+
+    assert sorted(str(row.pk) for row in found) == sorted(str(row.pk) for row in rows if row.state == State.QUEUED)
+    for row in found:
+        full = by_id[row.pk]
+        read = [field.attname for field in Notification._meta.concrete_fields if field.name not in batch_rows.UNREAD]
+        assert {name: row.__dict__[name] for name in read} == {name: getattr(full, name) for name in read}
+        assert row.get_deferred_fields() == set(batch_rows.UNREAD)
+        assert (row._state.adding, row._state.db) == (False, "default")
+        recipient = row.recipient
+        assert isinstance(recipient, Recipient) and recipient.pk == full.recipient_id
+        assert (recipient.user_id, recipient.email, recipient.phone) == (
+            full.recipient.user_id, full.recipient.email, full.recipient.phone,
+        )  # fmt: skip
+        assert recipient.get_deferred_fields() == set(batch_rows.UNREAD_RECIPIENT)
+        assert isinstance(row.kind, Kind) and row.kind.name == "shipped"
+        assert isinstance(row.template_version, TemplateVersion)
+        assert (row.template_version.pk, row.template_version.channel) == (full.template_version_id, row.channel)
+    assert len({id(row.kind) for row in found}) == 1  # one instance per distinct kind, shared
+
+
+def test_a_loaded_row_behaves_as_a_model_instance(rows):
+    row = next(row for row in batch_rows.queued([str(row.pk) for row in rows]) if row.channel == "sms")
+
+    assert row.sent_at is None  # a deferred column, read from the database on first use
+    assert "sent_at" not in row.get_deferred_fields()
+    assert row.recipient.language == "ar"
+    row.last_error = "checked"
+    row.save(update_fields=["last_error"])  # an UPDATE of that row, not an INSERT of a new one
+    assert Notification.objects.get(pk=row.pk).last_error == "checked"
+    assert row == Notification.objects.get(pk=row.pk)
+
+
+def test_a_model_with_init_receivers_is_refused_rather_than_loaded_without_them():
+    def receiver(**kwargs):
+        pass  # pragma: no cover - never called: the load is refused
+
+    signals.post_init.connect(receiver, sender=Recipient, weak=False)
+    try:
+        with pytest.raises(ValueError, match="Recipient has pre_init/post_init receivers"):
+            batch_rows.loaded(Recipient, ["id"], [1], "default")
+    finally:
+        signals.post_init.disconnect(receiver, sender=Recipient)
