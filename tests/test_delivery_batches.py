@@ -13,13 +13,14 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from backend.notifications import masking
+from backend.notifications import masking, pricing
 from backend.notifications.delivery import batch, breaker, budget, dispatch, sent_marker, sweeper
 from backend.notifications.delivery.shared_state import redis_client
 from backend.notifications.models import (
@@ -126,6 +127,26 @@ def test_a_wave_records_each_row_its_own_values(send, stub_providers, caller):
         assert (attempts[pk].result, attempts[pk].provider_ref) == ("transient", "")
         assert attempts[pk].error.startswith("twilio answered HTTP 429: ")
     assert all(attempt.latency_ms is not None and attempt.latency_ms >= 0 for attempt in attempts.values())
+
+
+@pytest.mark.parametrize("stored", [True, False])
+def test_each_sms_of_a_batch_is_priced_for_its_recipients_country(send, caller, monkeypatch, stored):
+    """By the country stored with the phone; parsed from the number only where none is (rows older than the column)."""
+    ids = queued_sms(send, 4)
+    american = Recipient.objects.create(user_id="us-1", phone="+14155552671", language="en")
+    Notification.objects.filter(pk__in=ids[2:]).update(recipient=american)
+    if stored:
+        monkeypatch.setattr(pricing, "country_for_number", lambda number: pytest.fail(f"{number} parsed again"))
+    else:
+        Recipient.objects.filter(user_id__in=["u-ar-1", "us-1"]).update(phone_country="")
+
+    batch.deliver_batch(ids, "standard", caller)
+
+    attempts = {str(a.notification_id): a for a in Attempt.objects.filter(notification__in=ids)}
+    # The shipped price list: twilio 0.0450 a segment to Saudi Arabia, 0.0079 to the United States.
+    assert [(attempts[pk].sms_segments, attempts[pk].cost) for pk in ids] == [(1, Decimal("0.0450"))] * 2 + [
+        (1, Decimal("0.0079"))
+    ] * 2
 
 
 def test_a_batch_costs_a_fixed_number_of_queries_not_a_few_per_notification(

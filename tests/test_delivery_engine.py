@@ -86,6 +86,20 @@ def test_a_transient_error_is_retried_with_growing_jittered_delays_then_sent(
     assert [m["to"] for m in stub_messages(stub_providers, "twilio")] == [LAYLA_PHONE]
 
 
+@pytest.mark.parametrize("stored", [True, False])
+def test_an_sms_is_priced_for_the_country_stored_with_the_phone(send, monkeypatch, stored):
+    """Without parsing the number again; parsed only where no country is stored (rows older than the column)."""
+    if stored:
+        monkeypatch.setattr(pricing, "country_for_number", lambda number: pytest.fail(f"{number} parsed again"))
+    else:
+        Recipient.objects.filter(phone=LAYLA_PHONE).update(phone_country="")
+    notification = deliver(post(send, "shipped", "order-priced", channel="sms"))
+
+    assert notification.state == State.SENT
+    attempt = notification.attempts.get()
+    assert (attempt.sms_segments, attempt.cost) == (1, pricing.segment_price("SA", "twilio").per_segment)
+
+
 def test_a_permanent_error_is_not_retried_and_the_number_is_disabled(send, stub_providers):
     stub_providers.state.faults = {"twilio": {"rules": {LAYLA_PHONE: "invalid-number"}}}
     notification = deliver(post(send, "shipped", "order-2-shipped", channel="sms"))

@@ -14,6 +14,7 @@ from backend.notifications.pricing import (
     UnknownCountry,
     UnknownProvider,
     country_for_number,
+    phone_country,
     price_audience,
     price_message,
     segment_price,
@@ -92,6 +93,22 @@ def test_an_unusable_number_is_refused_with_a_reason(number, message):
         country_for_number(number)
 
 
+@pytest.mark.parametrize(
+    ("number", "country"),
+    [
+        ("+966501234567", "SA"),
+        ("+14165550123", "CA"),
+        ("+447911123456", "GG"),
+        ("", ""),  # no phone
+        ("0501234567", ""),  # not international
+        ("+966 12", ""),  # not valid for its country
+        ("+80012345678", ""),  # non-geographic
+    ],
+)
+def test_a_phones_stored_country_is_its_country_or_empty(number, country):
+    assert phone_country(number) == country
+
+
 # --- prices ---
 
 
@@ -103,6 +120,20 @@ def test_one_message_costs_segments_times_the_price(price_file):
     )  # fmt: skip
     assert quote.amount == Decimal("0.0750")
     assert pricing.decimal_str(quote.amount) == "0.0750"
+
+
+def test_a_message_priced_by_a_country_the_caller_has_does_not_parse_its_number(price_file, monkeypatch):
+    price_file(HEADER + "twilio,SA,0.0250,USD\ntwilio,CA,0.0100,USD\n")
+    monkeypatch.setattr(pricing, "country_for_number", lambda number: pytest.fail(f"{number} parsed"))
+    quote = price_message(2, "+966501234567", "twilio", country="CA")
+    assert (quote.country, quote.amount) == ("CA", Decimal("0.0200"))
+
+
+def test_a_message_without_a_known_country_is_priced_by_its_number(price_file):
+    price_file(HEADER + "twilio,SA,0.0250,USD\ntwilio,CA,0.0100,USD\n")
+    assert price_message(2, "+14165550123", "twilio", country="").country == "CA"
+    with pytest.raises(InvalidNumber, match=r"^A non-geographic number belongs to no country"):
+        price_message(1, "+80012345678", "twilio", country="")
 
 
 def test_an_audience_costs_segments_times_recipients_times_the_price(price_file):

@@ -229,6 +229,20 @@ def country_for_number(number: str) -> str:
     return region
 
 
+def phone_country(number: str) -> str:
+    """``country_for_number(number)``, or "" for a blank number or one that has no country to price.
+
+    What ``Recipient.phone_country`` holds beside ``phone``, so that a delivery prices an SMS
+    without parsing its number again.
+    """
+    if not number:
+        return ""
+    try:
+        return country_for_number(number)
+    except InvalidNumber:
+        return ""
+
+
 def known_provider(provider: str, prices: PriceList | None = None) -> str:
     """``provider`` in lower case, as the price list spells it; ``UnknownProvider`` if the list never names it.
 
@@ -269,12 +283,14 @@ def _quote(price: SegmentPrice, segments: int, recipients: int) -> Quote:
     return Quote(price.provider, price.country, price.currency, price.per_segment, segments, recipients, amount)
 
 
-def price_message(segments: int, to: str, provider: str | None = None) -> Quote:
+def price_message(segments: int, to: str, provider: str | None = None, country: str = "") -> Quote:
     """The cost of one message of ``segments`` segments to the E.164 number ``to``.
 
+    ``country`` is ``to``'s country when the caller has it (``Recipient.phone_country``, which
+    ``phone_country`` computed), and ``to`` is not parsed again; "" parses it.
     Raises ``InvalidNumber``, ``UnknownCountry`` or ``UnknownProvider``.
     """
-    return _quote(segment_price(country_for_number(to), provider), segments, 1)
+    return _quote(segment_price(country or country_for_number(to), provider), segments, 1)
 
 
 def price_audience(segments: int, recipients: int, country: str, provider: str | None = None) -> Quote:

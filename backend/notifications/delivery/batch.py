@@ -369,7 +369,9 @@ def _attempt_rows(wave: list[Item], provider: str) -> list[dict[str, Any]]:
     rows = []
     for item in wave:
         notification = item.notification
-        sms = dispatch.sms_cost(item.message, item.target.provider) if notification.channel == Channel.SMS else {}
+        sms = {}
+        if notification.channel == Channel.SMS:
+            sms = dispatch.sms_cost(item.message, item.target.provider, notification.recipient)
         device = item.target.device
         rows.append(
             {"notification_id": notification.pk, "number": 1, "provider": provider,

@@ -18,7 +18,7 @@ from django.conf import settings
 from backend.notifications import actions, email_footer, links, masking, pricing, rendering, sms_encoding
 from backend.notifications.delivery import breaker, budget, lease, sent_marker
 from backend.notifications.delivery.retry import backoff_delay
-from backend.notifications.models import Attempt, Channel, Device, Notification, State
+from backend.notifications.models import Attempt, Channel, Device, Notification, Recipient, State
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, providers_for_channel
 
 logger = logging.getLogger(__name__)
@@ -114,15 +114,18 @@ def _gate(target: Target, tier: str) -> budget.Slot:
     return slot
 
 
-def sms_cost(message: OutboundMessage, provider: Provider) -> dict:
+def sms_cost(message: OutboundMessage, provider: Provider, recipient: Recipient | None = None) -> dict:
     """An SMS attempt's encoding, segments and cost (segments × the provider's price for the number's country).
 
-    The cost is left empty when the price list has no row for that provider and country.
+    The number's country is ``recipient.phone_country`` when the message goes to ``recipient``'s phone
+    and it is known, else parsed from the number. The cost is left empty when the price list has no
+    row for that provider and country, or the number has no country.
     """
     analysis = sms_encoding.analyze(message.text)
     fields = {"sms_encoding": analysis.encoding, "sms_segments": analysis.segments}
+    country = recipient.phone_country if recipient is not None and message.to == recipient.phone else ""
     try:
-        quote = pricing.price_message(analysis.segments, message.to, provider.__class__.name)
+        quote = pricing.price_message(analysis.segments, message.to, provider.__class__.name, country)
     except pricing.PricingError:
         return fields
     return {**fields, "cost": quote.per_message, "currency": quote.currency}
@@ -198,7 +201,7 @@ def _call(notification: Notification, target: Target, slot: budget.Slot) -> str:
     provider = target.provider
     try:
         message = build_message(notification, target.device)
-        sms = sms_cost(message, provider) if notification.channel == "sms" else None
+        sms = sms_cost(message, provider, notification.recipient) if notification.channel == "sms" else None
         attempt = actions.start_attempt(notification, provider.name, target.device, sms)
         started = time.monotonic()
         try:
