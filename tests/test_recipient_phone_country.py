@@ -4,8 +4,10 @@ import importlib
 
 import pytest
 from django.apps import apps
+from django.db import connection
 from django.db.models import F, Value
 from django.db.models.functions import Concat
+from django.utils import timezone
 
 from backend.notifications.models import Recipient
 
@@ -75,3 +77,14 @@ def test_the_migration_gives_each_existing_phone_its_country():
     migration = importlib.import_module("backend.notifications.migrations.0031_recipient_phone_country")
     migration.fill(apps, None)
     assert [stored(f"r{n}") for n in range(len(PHONES))] == [country for _, country in PHONES]
+
+
+def test_a_recipient_inserted_by_sql_that_names_no_country_has_it_unknown():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Recipient._meta.db_table} (user_id, email, phone, language, time_zone, email_bounce,"
+            " phone_disabled_reason, attributes, created_at, updated_at)"
+            " VALUES ('raw', '', '+966501234567', 'en', 'UTC', '', '', '{}', %s, %s)",
+            [timezone.now(), timezone.now()],
+        )
+    assert stored("raw") == ""  # a delivery parses the number, as for a row older than the column

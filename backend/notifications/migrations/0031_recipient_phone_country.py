@@ -39,6 +39,7 @@ class Migration(migrations.Migration):
             field=models.CharField(
                 blank=True,
                 default="",
+                db_default="",
                 editable=False,
                 help_text="ISO 3166-1 alpha-2 country of the phone (phonenumbers' region), kept with it; "
                 "empty: none or not known.",

@@ -54,6 +54,7 @@ class Recipient(models.Model):
         max_length=2,
         blank=True,
         default="",
+        db_default="",  # a row inserted by SQL that names no country (a benchmark's): not known
         editable=False,
         help_text="ISO 3166-1 alpha-2 country of the phone (phonenumbers' region), kept with it; "
         "empty: none or not known.",
