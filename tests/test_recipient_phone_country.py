@@ -48,6 +48,17 @@ def test_each_bulk_write_of_a_phone_stores_its_country(phone, country):
     assert stored("a") == "AE"
 
 
+def test_an_upsert_of_the_phone_stores_its_country_with_it():
+    Recipient.objects.create(user_id="r", phone="+966501234567")
+    Recipient.objects.bulk_create(
+        [Recipient(user_id="r", phone="+14165550123")],
+        update_conflicts=True,
+        unique_fields=["user_id"],
+        update_fields=["phone"],
+    )
+    assert Recipient.objects.values_list("phone", "phone_country").get(user_id="r") == ("+14165550123", "CA")
+
+
 def test_saving_only_the_phone_stores_its_country_too_and_other_fields_leave_it():
     recipient = Recipient.objects.create(user_id="r", phone="+966501234567", language="ar")
     recipient.phone = "+14165550123"

@@ -18,10 +18,16 @@ class RecipientQuerySet(models.QuerySet):
         return super().update(**kwargs)
 
     def bulk_create(self, objs: Iterable["Recipient"], *args, **kwargs) -> list["Recipient"]:
-        """``QuerySet.bulk_create``, each recipient's ``phone_country`` set from its ``phone`` first."""
+        """``QuerySet.bulk_create``, each recipient's ``phone_country`` set from its ``phone`` first.
+
+        An upsert (``update_conflicts``) that updates ``phone`` updates its country with it.
+        """
         objs = list(objs)
         for recipient in objs:
             recipient.phone_country = phone_country(recipient.phone)
+        fields = kwargs.get("update_fields")
+        if fields and "phone" in fields and "phone_country" not in fields:
+            kwargs["update_fields"] = [*fields, "phone_country"]
         return super().bulk_create(objs, *args, **kwargs)
 
     def bulk_update(self, objs: Iterable["Recipient"], fields, *args, **kwargs) -> int:
