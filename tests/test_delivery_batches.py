@@ -129,16 +129,18 @@ def test_a_wave_records_each_row_its_own_values(send, stub_providers, caller):
     assert all(attempt.latency_ms is not None and attempt.latency_ms >= 0 for attempt in attempts.values())
 
 
-@pytest.mark.parametrize("stored", [True, False])
+@pytest.mark.parametrize("stored", ["with the phone", "none", "for another phone"])
 def test_each_sms_of_a_batch_is_priced_for_its_recipients_country(send, caller, monkeypatch, stored):
-    """By the country stored with the phone; parsed from the number only where none is (rows older than the column)."""
+    """By the country stored with the phone; the number parsed where none is stored for that very phone."""
     ids = queued_sms(send, 4)
-    american = Recipient.objects.create(user_id="us-1", phone="+14155552671", language="en")
+    american = Recipient.objects.create(user_id="us-1", phone="+14155552670", language="en")
     Notification.objects.filter(pk__in=ids[2:]).update(recipient=american)
-    if stored:
+    if stored == "with the phone":
         monkeypatch.setattr(pricing, "country_for_number", lambda number: pytest.fail(f"{number} parsed again"))
-    else:
+    elif stored == "none":
         Recipient.objects.filter(user_id__in=["u-ar-1", "us-1"]).update(phone_country="")
+    else:  # a phone changed without its country: what is stored is another phone's, here a Saudi one's
+        Recipient.objects.filter(user_id="us-1").update(phone="+14155552671", phone_country="SA")
 
     batch.deliver_batch(ids, "standard", caller)
 

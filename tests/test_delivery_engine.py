@@ -86,13 +86,16 @@ def test_a_transient_error_is_retried_with_growing_jittered_delays_then_sent(
     assert [m["to"] for m in stub_messages(stub_providers, "twilio")] == [LAYLA_PHONE]
 
 
-@pytest.mark.parametrize("stored", [True, False])
+@pytest.mark.parametrize("stored", ["with the phone", "none", "for another phone"])
 def test_an_sms_is_priced_for_the_country_stored_with_the_phone(send, monkeypatch, stored):
-    """Without parsing the number again; parsed only where no country is stored (rows older than the column)."""
-    if stored:
+    """Without parsing the number again; parsed where no country is stored for that very phone."""
+    layla = Recipient.objects.filter(phone=LAYLA_PHONE)
+    if stored == "with the phone":
         monkeypatch.setattr(pricing, "country_for_number", lambda number: pytest.fail(f"{number} parsed again"))
-    else:
-        Recipient.objects.filter(phone=LAYLA_PHONE).update(phone_country="")
+    elif stored == "none":
+        layla.update(phone_country="")
+    else:  # the stored country is another phone's, here an American one's
+        layla.update(phone_country="US", phone_country_of="+14155552671")
     notification = deliver(post(send, "shipped", "order-priced", channel="sms"))
 
     assert notification.state == State.SENT

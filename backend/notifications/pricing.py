@@ -232,7 +232,7 @@ def country_for_number(number: str) -> str:
 def phone_country(number: str) -> str:
     """``country_for_number(number)``, or "" for a blank number or one that has no country to price.
 
-    What ``Recipient.phone_country`` holds beside ``phone``, so that a delivery prices an SMS
+    What ``Recipient.phone_country`` holds beside the phone, so that a delivery prices an SMS
     without parsing its number again.
     """
     if not number:
@@ -286,7 +286,7 @@ def _quote(price: SegmentPrice, segments: int, recipients: int) -> Quote:
 def price_message(segments: int, to: str, provider: str | None = None, country: str = "") -> Quote:
     """The cost of one message of ``segments`` segments to the E.164 number ``to``.
 
-    ``country`` is ``to``'s country when the caller has it (``Recipient.phone_country``, which
+    ``country`` is ``to``'s country when the caller has it (``Recipient.known_phone_country``, which
     ``phone_country`` computed), and ``to`` is not parsed again; "" parses it.
     Raises ``InvalidNumber``, ``UnknownCountry`` or ``UnknownProvider``.
     """

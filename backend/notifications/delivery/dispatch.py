@@ -117,13 +117,13 @@ def _gate(target: Target, tier: str) -> budget.Slot:
 def sms_cost(message: OutboundMessage, provider: Provider, recipient: Recipient | None = None) -> dict:
     """An SMS attempt's encoding, segments and cost (segments × the provider's price for the number's country).
 
-    The number's country is ``recipient.phone_country`` when the message goes to ``recipient``'s phone
-    and it is known, else parsed from the number. The cost is left empty when the price list has no
+    The number's country is ``recipient.known_phone_country`` when the message goes to ``recipient``'s
+    phone and it is known, else parsed from the number. The cost is left empty when the price list has no
     row for that provider and country, or the number has no country.
     """
     analysis = sms_encoding.analyze(message.text)
     fields = {"sms_encoding": analysis.encoding, "sms_segments": analysis.segments}
-    country = recipient.phone_country if recipient is not None and message.to == recipient.phone else ""
+    country = recipient.known_phone_country if recipient is not None and message.to == recipient.phone else ""
     try:
         quote = pricing.price_message(analysis.segments, message.to, provider.__class__.name, country)
     except pricing.PricingError:

@@ -1,30 +1,16 @@
-"""The country of each recipient's phone, stored beside it: a delivery prices an SMS without parsing the number.
+"""The country of each recipient's phone, stored beside the phone it is the country of (filled by 0032).
 
-``dispatch.sms_cost`` found each SMS's country with phonenumbers (parse, region, validity): 6 % of a
-batch thread's CPU with half the backlog SMS (README "Delivery in batches"). The country is a property
-of the number, so it is computed where the number is written (``Recipient.save`` and
-``RecipientQuerySet``'s bulk writes) and read with the row. "" is "none, or not known": the delivery
-parses the number then, as before, so a row this migration has not reached is priced the same.
+``dispatch.sms_cost`` found each SMS's country with phonenumbers (parse, region, validity): 6–9 % of
+a batch thread's CPU with half the backlog SMS (README "Delivery in batches"). The country is a
+property of the number, so it is computed where the number is written (``Recipient.save``,
+``RecipientQuerySet.bulk_create``). A delivery trusts it only while ``phone_country_of`` is still
+the phone (``Recipient.known_phone_country``), and parses the number otherwise, as before: a writer
+that changes the phone without them, or a row not filled yet, is priced the same as ever.
 
-The existing recipients with a phone get theirs here, a few thousand at a time.
+Both columns are added with a database default, so adding them writes no row on PostgreSQL.
 """
 
 from django.db import migrations, models
-
-from backend.notifications.pricing import phone_country
-
-CHUNK = 5000
-
-
-def fill(apps, schema_editor):
-    """Set ``phone_country`` of every recipient with a phone."""
-    Recipient = apps.get_model("notifications", "Recipient")
-    pending = Recipient.objects.exclude(phone="").order_by("pk")
-    last = 0
-    while rows := list(pending.filter(pk__gt=last).values_list("pk", "phone")[:CHUNK]):
-        changed = [Recipient(pk=pk, phone_country=phone_country(phone)) for pk, phone in rows]
-        Recipient.objects.bulk_update(changed, ["phone_country"])
-        last = rows[-1][0]
 
 
 class Migration(migrations.Migration):
@@ -38,13 +24,23 @@ class Migration(migrations.Migration):
             name="phone_country",
             field=models.CharField(
                 blank=True,
-                default="",
                 db_default="",
+                default="",
                 editable=False,
-                help_text="ISO 3166-1 alpha-2 country of the phone (phonenumbers' region), kept with it; "
-                "empty: none or not known.",
+                help_text="ISO 3166-1 alpha-2 country of phone_country_of (phonenumbers' region); empty: none.",
                 max_length=2,
             ),
         ),
-        migrations.RunPython(fill, migrations.RunPython.noop, elidable=True),
+        migrations.AddField(
+            model_name="recipient",
+            name="phone_country_of",
+            field=models.CharField(
+                blank=True,
+                db_default="",
+                default="",
+                editable=False,
+                help_text="The phone that phone_country is the country of.",
+                max_length=16,
+            ),
+        ),
     ]

@@ -8,43 +8,30 @@ from backend.notifications.pricing import phone_country
 
 
 class RecipientQuerySet(models.QuerySet):
-    """Writes that keep ``phone_country`` the country of ``phone``, as ``Recipient.save`` does."""
-
-    def update(self, **kwargs) -> int:
-        """``QuerySet.update``; a new ``phone`` brings its country ("", not known, for an expression)."""
-        if "phone" in kwargs and "phone_country" not in kwargs:
-            phone = kwargs["phone"]
-            kwargs["phone_country"] = phone_country(phone) if isinstance(phone, str) else ""
-        return super().update(**kwargs)
+    """``bulk_create`` storing each phone's country with it, as ``Recipient.save`` does."""
 
     def bulk_create(self, objs: Iterable["Recipient"], *args, **kwargs) -> list["Recipient"]:
-        """``QuerySet.bulk_create``, each recipient's ``phone_country`` set from its ``phone`` first.
+        """``QuerySet.bulk_create``, each recipient's phone country stored first (``Recipient.store_phone_country``).
 
         An upsert (``update_conflicts``) that updates ``phone`` updates its country with it.
         """
         objs = list(objs)
         for recipient in objs:
-            recipient.phone_country = phone_country(recipient.phone)
+            recipient.store_phone_country()
         fields = kwargs.get("update_fields")
-        if fields and "phone" in fields and "phone_country" not in fields:
-            kwargs["update_fields"] = [*fields, "phone_country"]
+        if fields and "phone" in fields:
+            kwargs["update_fields"] = [*fields, *_PHONE_COUNTRY]
         return super().bulk_create(objs, *args, **kwargs)
 
-    def bulk_update(self, objs: Iterable["Recipient"], fields, *args, **kwargs) -> int:
-        """``QuerySet.bulk_update``; when it writes ``phone``, it writes each one's country too."""
-        objs, fields = list(objs), list(fields)
-        if "phone" in fields:
-            for recipient in objs:
-                recipient.phone_country = phone_country(recipient.phone)
-            fields = [*fields, "phone_country"] if "phone_country" not in fields else fields
-        return super().bulk_update(objs, fields, *args, **kwargs)
+
+# The phone's country and the phone it is the country of, written together.
+_PHONE_COUNTRY = ("phone_country", "phone_country_of")
 
 
 class Recipient(models.Model):
     """A person's contact data, keyed by the calling company's own user id.
 
-    ``phone`` is E.164 (``+9665…``) and ``phone_country`` its country (``SA``; "" for none or not
-    known, which a reader computes again), ``language`` a lowercase ISO 639-1 code,
+    ``phone`` is E.164 (``+9665…``; its country in ``known_phone_country``), ``language`` a lowercase ISO 639-1 code,
     ``time_zone`` an IANA name (``Asia/Riyadh``), ``attributes`` a flat object of
     strings and numbers (``{"plan": "gold", "orders": 7}``, ≤ 4 KiB of JSON) that
     segments filter on. Validation lives in the API
@@ -54,16 +41,25 @@ class Recipient(models.Model):
     user_id = models.CharField(max_length=128, unique=True)
     email = models.EmailField(blank=True, db_index=True)
     phone = models.CharField(max_length=16, blank=True, db_index=True)
-    # Computed where the phone is written (save, and RecipientQuerySet's bulk writes): a delivery prices each SMS
-    # by it, and parsing the number again for each SMS was 6 % of a batch thread's CPU (README "Delivery in batches").
+    # The phone's country, stored where the phone is written (save, bulk_create), beside the phone it is the country
+    # of: a delivery prices each SMS by it while that is still the phone (known_phone_country), and parsing the
+    # number for each SMS was 6–9 % of a batch thread's CPU (README "Delivery in batches"). A writer that changes the
+    # phone without them (an UPDATE, older code during a deploy) leaves a pair that no longer matches: not trusted.
     phone_country = models.CharField(
         max_length=2,
         blank=True,
         default="",
-        db_default="",  # a row inserted by SQL that names no country (a benchmark's): not known
+        db_default="",
         editable=False,
-        help_text="ISO 3166-1 alpha-2 country of the phone (phonenumbers' region), kept with it; "
-        "empty: none or not known.",
+        help_text="ISO 3166-1 alpha-2 country of phone_country_of (phonenumbers' region); empty: none.",
+    )
+    phone_country_of = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        db_default="",
+        editable=False,
+        help_text="The phone that phone_country is the country of.",
     )
     language = models.CharField(max_length=8, default="en")
     time_zone = models.CharField(max_length=64, default="UTC")
@@ -93,14 +89,29 @@ class Recipient(models.Model):
     def __str__(self) -> str:
         return self.user_id
 
-    def save(self, **kwargs) -> None:
-        """``Model.save``, ``phone_country`` set from ``phone`` whenever the phone is written."""
+    def save(self, *args, **kwargs) -> None:
+        """``Model.save``, the phone's country stored whenever the phone is written (``store_phone_country``)."""
         fields = kwargs.get("update_fields")
-        if fields is None or "phone" in fields:
-            self.phone_country = phone_country(self.phone)
+        if fields is not None:
+            fields = kwargs["update_fields"] = list(fields)
+        if "phone" not in self.get_deferred_fields() and (fields is None or "phone" in fields):
+            self.store_phone_country()
             if fields is not None:
-                kwargs["update_fields"] = {*fields, "phone_country"}
-        super().save(**kwargs)
+                fields += _PHONE_COUNTRY
+        super().save(*args, **kwargs)
+
+    def store_phone_country(self) -> None:
+        """Set ``phone_country`` to the country of ``phone`` (``pricing.phone_country``), ``phone_country_of`` to it."""
+        phone = self.phone if isinstance(self.phone, str) else ""  # an expression: nothing known
+        self.phone_country, self.phone_country_of = phone_country(phone), phone
+
+    @property
+    def known_phone_country(self) -> str:
+        """The country of ``phone`` as stored with it; "" when none is, or it was stored for another phone.
+
+        "" tells a reader to parse the number itself (``pricing.price_message``).
+        """
+        return self.phone_country if self.phone and self.phone_country_of == self.phone else ""
 
     @property
     def text_direction(self) -> str:
