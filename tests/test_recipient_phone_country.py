@@ -1,8 +1,10 @@
 """The country stored with a recipient's phone (models/recipient.py), and when a delivery may trust it."""
 
 import importlib
+import io
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import F, Value
@@ -137,3 +139,17 @@ def test_the_fill_gives_each_existing_phone_its_country_and_leaves_what_is_store
     FILL.fill(state.apps, None)
 
     assert [known(f"r{n}") for n in range(len(PHONES))] == ["GB"] + [country for _, country in PHONES[1:]]
+
+
+def test_refreshing_stores_again_what_differs_from_the_current_rule():
+    Recipient.objects.bulk_create(Recipient(user_id=f"r{n}", phone=phone) for n, (phone, _) in enumerate(PHONES))
+    Recipient.objects.filter(user_id="r0").update(phone_country="GB")  # as a former metadata would have had it
+    Recipient.objects.filter(user_id="r1").update(phone_country="", phone_country_of="")  # never stored
+    out = io.StringIO()
+
+    call_command("refresh_phone_countries", "--chunk", "3", stdout=out)
+
+    assert out.getvalue() == "2 recipients' phone countries stored again.\n"
+    assert [known(f"r{n}") for n in range(len(PHONES))] == [country for _, country in PHONES]
+    call_command("refresh_phone_countries", stdout=out)
+    assert out.getvalue().endswith("0 recipients' phone countries stored again.\n")
