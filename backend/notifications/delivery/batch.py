@@ -61,8 +61,8 @@ from django.utils import timezone
 
 from backend.notifications import actions, metric_counters, rendering
 from backend.notifications.actions.delivery import _secrets_at_rest
+from backend.notifications.array_param import key_array
 from backend.notifications.delivery import batch_rows, breaker, budget, dispatch, lease, sent_marker
-from backend.notifications.delivery.batch_rows import key_array
 from backend.notifications.delivery.dispatch import Target
 from backend.notifications.delivery.shared_state import RedisUnavailable
 from backend.notifications.models import Attempt, Channel, Device, Notification, State, StateChange

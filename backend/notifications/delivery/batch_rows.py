@@ -7,8 +7,6 @@ then did the same for its recipient, 58–70 µs of CPU a row on a slow host, wh
 themselves, converted by the same compiler, took 21–30 µs (README, "Delivery in batches").
 """
 
-import re
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +15,7 @@ from django.db.models import BooleanField, Q, signals
 from django.db.models.base import ModelState
 from django.db.models.expressions import RawSQL
 
+from backend.notifications.array_param import key_array
 from backend.notifications.models import Notification, Recipient, State
 
 # Columns a batch never reads from the rows it loads (the single path reads its row whole): seven of them timestamps,
@@ -112,27 +111,3 @@ def by_keys(ids: list[str]) -> Q | RawSQL:
     meta, quote = Notification._meta, connection.ops.quote_name
     table, key = quote(meta.db_table), quote(meta.pk.column)
     return RawSQL(f"{table}.{key} = ANY(%s::uuid[])", [key_array(ids)], output_field=BooleanField())
-
-
-def key_array(ids: list) -> str:
-    """PostgreSQL's text form of an array of uuid or integer keys, ``{…,…}``, for a ``%s::uuid[]`` parameter.
-
-    psycopg quotes a list element by element (a tenth of a batch's CPU went to arrays of ids);
-    a key's text needs no quoting, so the array is one string. Raises ``ValueError`` for a
-    key that is neither a UUID (or its text) nor an integer: nothing else may reach the SQL.
-    """
-    text = []
-    for key in ids:
-        if key is None:
-            text.append("NULL")
-        elif isinstance(key, uuid.UUID | int) and not isinstance(key, bool):
-            text.append(str(key))
-        elif isinstance(key, str) and _UUID_TEXT.fullmatch(key):
-            text.append(key)
-        else:
-            raise ValueError(f"not a key: {key!r}")
-    return "{" + ",".join(text) + "}"
-
-
-# The text of a UUID (PostgreSQL checks the rest): nothing in it needs quoting.
-_UUID_TEXT = re.compile(r"[0-9a-fA-F-]{32,36}")
