@@ -6,6 +6,9 @@ from django.db.models.functions import Upper
 from backend.notifications.locales import text_direction
 from backend.notifications.pricing import phone_country
 
+# The phone's country and the phone it is the country of, written together.
+_PHONE_COUNTRY = ("phone_country", "phone_country_of")
+
 
 class RecipientQuerySet(models.QuerySet):
     """``bulk_create`` storing each phone's country with it, as ``Recipient.save`` does."""
@@ -22,10 +25,6 @@ class RecipientQuerySet(models.QuerySet):
         if fields and "phone" in fields:
             kwargs["update_fields"] = [*fields, *_PHONE_COUNTRY]
         return super().bulk_create(objs, *args, **kwargs)
-
-
-# The phone's country and the phone it is the country of, written together.
-_PHONE_COUNTRY = ("phone_country", "phone_country_of")
 
 
 class Recipient(models.Model):
