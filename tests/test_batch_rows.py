@@ -75,6 +75,6 @@ def test_a_model_with_init_receivers_is_refused_rather_than_loaded_without_them(
     signals.post_init.connect(receiver, sender=Recipient, weak=False)
     try:
         with pytest.raises(ValueError, match="Recipient has pre_init/post_init receivers"):
-            batch_rows.loaded(Recipient, ["id"], [1], "default")
+            batch_rows.loader(Recipient, ["id"], "default")
     finally:
         signals.post_init.disconnect(receiver, sender=Recipient)
