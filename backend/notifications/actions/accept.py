@@ -3,12 +3,13 @@
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from backend.notifications import idempotency, masking, policy, rendering
+from backend.notifications import idempotency, instances, masking, policy, rendering
 from backend.notifications.actions import accept_reads
 from backend.notifications.actions.accept_rows import Prepared, insert_accepted
 from backend.notifications.actions.transitions import enqueue_on_commit, record_state_change
@@ -196,6 +197,16 @@ def check(
     return Checked(routed, version, preview, request.priority or kind.priority)
 
 
+@cache
+def _new_notification() -> Callable[..., Notification]:
+    """``Notification(**values)`` for the fields ``build`` gives, without ``Model.__init__`` (``instances.maker``)."""
+    names = (
+        "idempotency_key", "idempotency_scope", "request_hash", "client", "recipient", "kind", "channel", "priority",
+        "params", "send_at", "state", "reason", "template_version", "preview", "queued_at",
+    )  # fmt: skip
+    return instances.maker(Notification, names)
+
+
 def build(
     request: SendRequest,
     client: ApiClient | None,
@@ -208,7 +219,7 @@ def build(
     """The unsaved row of a checked and decided request. The one shape of the single and the batch send."""
     routed = checked.route
     history_reason = decision.reason or (f"fallback: {'; '.join(routed.skipped)}" if routed.skipped else "")
-    notification = Notification(
+    notification = _new_notification()(
         idempotency_key=request.idempotency_key,
         idempotency_scope=scope_of(client),
         request_hash=request.hash,

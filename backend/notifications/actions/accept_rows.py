@@ -32,7 +32,7 @@ from django.db import connection, transaction
 from django.db.models import DateField, DateTimeField, Field, JSONField
 from django.utils import timezone
 
-from backend.notifications import metric_counters, rate_limits
+from backend.notifications import instances, metric_counters, rate_limits
 from backend.notifications.models import Notification, StateChange
 from backend.notifications.prepared import prepared_cursor
 
@@ -179,10 +179,11 @@ def _insert_postgresql(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, S
         cursor.execute(sql, params)
         returned = cursor.fetchall()
     by_id = {prepared.notification.pk: prepared for prepared in rows}
+    new_change = instances.maker(StateChange, ("id", "notification", "from_state", "to_state", "reason", "at"))
     changes = {}
     for change_id, notification_id in returned:
         prepared = by_id[notification_id]
-        changes[notification_id] = StateChange(
+        changes[notification_id] = new_change(
             id=change_id,
             notification=prepared.notification,
             from_state="",

@@ -7,15 +7,14 @@ then did the same for its recipient, 58–70 µs of CPU a row on a slow host, wh
 themselves, converted by the same compiler, took 21–30 µs (README, "Delivery in batches").
 """
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from django.db import connection, models
-from django.db.models import BooleanField, Q, signals
-from django.db.models.base import ModelState
+from django.db.models import BooleanField, Q
 from django.db.models.expressions import RawSQL
 
 from backend.notifications.array_param import key_array
+from backend.notifications.instances import loader
 from backend.notifications.models import Notification, Recipient, State
 
 # Columns a batch never reads from the rows it loads (the single path reads its row whole): seven of them timestamps,
@@ -62,29 +61,6 @@ def queued(ids: list[str]) -> list[Notification]:
         rows.append(notification)
     attach_shared(rows, ("kind", "template_version"))
     return rows
-
-
-def loader(model: type[models.Model], attnames: Sequence[str], db: str) -> Callable[[Sequence[Any]], models.Model]:
-    """A function making an instance of ``model`` as ``Model.from_db`` would, from a row of ``attnames`` in ``db``.
-
-    The fields not named are deferred. ``Model.__init__`` sets each value through its field's
-    descriptor and sends ``pre_init``/``post_init``; here the values go into the instance's
-    ``__dict__`` at once, which is what those descriptors do for a new instance. Raises
-    ``ValueError`` for a model with ``pre_init``/``post_init`` receivers, which this would skip
-    (checked once here, not per row: 3.5 µs a row for both models).
-    """
-    if signals.pre_init.has_listeners(model) or signals.post_init.has_listeners(model):
-        raise ValueError(f"{model.__name__} has pre_init/post_init receivers: load it with Model.from_db")
-
-    def load(values: Sequence[Any]) -> models.Model:
-        instance = model.__new__(model)
-        instance.__dict__.update(zip(attnames, values, strict=True))
-        instance._state = ModelState()
-        instance._state.adding = False
-        instance._state.db = db
-        return instance
-
-    return load
 
 
 def attach_shared(rows: list[Notification], names: tuple[str, ...]) -> None:

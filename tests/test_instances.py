@@ -1,0 +1,170 @@
+"""Model instances without ``Model.__init__`` (instances.py): the same instances as Django's, or a refusal."""
+
+import uuid
+
+import pytest
+from django.db.models import signals
+from django.db.models.base import ModelState
+
+from backend.notifications import instances
+from backend.notifications.models import (
+    ApiClient,
+    Kind,
+    Notification,
+    Recipient,
+    StaffContact,
+    State,
+    StateChange,
+    TemplateVersion,
+)
+
+pytestmark = pytest.mark.usefixtures("demo_data")
+
+# The fields acceptance gives a notification (actions/accept.py ``build``), every foreign key among them.
+NAMES = (
+    "idempotency_key", "idempotency_scope", "request_hash", "client", "recipient", "kind", "channel", "priority",
+    "params", "send_at", "state", "reason", "template_version", "preview", "queued_at",
+)  # fmt: skip
+
+
+@pytest.fixture
+def values(db) -> dict:
+    kind = Kind.objects.get(name="shipped")
+    return {
+        "idempotency_key": "order-1", "idempotency_scope": "internal", "request_hash": "ab" * 32,
+        "client": ApiClient.issue("instances")[0], "recipient": Recipient.objects.get(user_id="u-ar-1"), "kind": kind,
+        "channel": "sms", "priority": "standard", "params": {"order": "1"}, "send_at": None, "state": State.QUEUED,
+        "reason": "", "template_version": TemplateVersion.objects.filter(kind=kind, channel="sms").first(),
+        "preview": "تم شحن طلبك", "queued_at": None,
+    }  # fmt: skip
+
+
+def _same_as_djangos(made: Notification, django: Notification) -> None:
+    """Every attribute but the primary key (a new uuid4 each) equal, the same state, the same cached relations."""
+    ours = {name: value for name, value in made.__dict__.items() if name not in ("_state", "id")}
+    theirs = {name: value for name, value in django.__dict__.items() if name not in ("_state", "id")}
+    assert ours == theirs
+    assert isinstance(made.id, uuid.UUID) and made.id != django.id
+    assert (made._state.adding, made._state.db) == (django._state.adding, django._state.db)
+    assert made._state.fields_cache.keys() == django._state.fields_cache.keys()
+    for name, related in django._state.fields_cache.items():
+        assert made._state.fields_cache[name] is related
+
+
+def test_a_made_notification_is_the_one_model_init_makes(values):
+    made = instances.maker(Notification, NAMES)(**values)
+
+    _same_as_djangos(made, Notification(**values))
+    assert (made._state.adding, made._state.db) == (True, "default")
+    assert (made.attempt_count, made.replayed_attempts, made.last_error, made.digest_id, made.campaign_id) == (
+        0, 0, "", None, None,
+    )  # fmt: skip
+    assert made.get_deferred_fields() == set()
+
+
+def test_a_foreign_key_given_none_is_cached_as_none_as_its_descriptor_does(values, django_assert_num_queries):
+    values |= {"client": None, "template_version": None}
+    made = instances.maker(Notification, NAMES)(**values)
+
+    _same_as_djangos(made, Notification(**values))
+    with django_assert_num_queries(0):
+        assert (made.client, made.client_id, made.template_version, made.template_version_id) == (None,) * 4
+
+
+def test_callable_defaults_are_called_for_each_instance(values):
+    without_params = tuple(name for name in NAMES if name != "params")
+    make = instances.maker(Notification, without_params)
+    del values["params"]
+
+    first, second = make(**values), make(**values)
+
+    assert first.params == second.params == {}
+    assert first.params is not second.params
+    assert first.pk != second.pk
+
+
+def test_a_made_row_saves_and_reads_back_as_djangos(values):
+    made = instances.maker(Notification, NAMES)(**values)
+    made.save(force_insert=True)
+    change = instances.maker(StateChange, ("notification", "from_state", "to_state", "reason"))(
+        notification=made, from_state="", to_state=State.QUEUED, reason="accepted"
+    )
+    change.save()
+
+    read = Notification.objects.get(pk=made.pk)
+    assert (read.idempotency_key, read.preview, read.params, read.client_id, read.template_version_id) == (
+        "order-1", "تم شحن طلبك", {"order": "1"}, values["client"].pk, values["template_version"].pk,
+    )  # fmt: skip
+    assert made._state.adding is False
+    assert list(read.state_changes.values_list("to_state", "reason")) == [(State.QUEUED, "accepted")]
+
+
+def test_the_wrong_keywords_are_refused_rather_than_defaulted(values):
+    make = instances.maker(Notification, NAMES)
+
+    with pytest.raises(TypeError, match="Notification maker takes"):
+        make(**{name: value for name, value in values.items() if name != "preview"})
+    with pytest.raises(KeyError):
+        make(**{**{name: value for name, value in values.items() if name != "preview"}, "provider": "twilio"})
+    with pytest.raises(ValueError, match=r"no concrete fields \['recipient_id', 'nope'\]"):
+        instances.maker(Notification, ("recipient_id", "nope"))
+
+
+def test_a_related_instance_is_checked_as_its_descriptor_checks_it(values):
+    make = instances.maker(Notification, NAMES)
+
+    with pytest.raises(ValueError, match=r'"Notification\.kind" must be a "Kind" instance'):
+        make(**values | {"kind": values["recipient"]})
+    elsewhere = Kind.objects.get(name="shipped")
+    elsewhere._state.db = "other"
+    with pytest.raises(ValueError, match="the current database router prevents this relation"):
+        make(**values | {"kind": elsewhere})
+    unsaved = Kind(name="unsaved")
+    assert unsaved._state.db is None
+    make(**values | {"kind": unsaved})
+    assert unsaved._state.db == "default"  # as the descriptor gives it the instance's database
+
+
+def test_what_maker_would_skip_is_refused(monkeypatch):
+    with pytest.raises(ValueError, match="single-column many-to-one keys"):
+        instances.maker(StaffContact, ("user",))  # a one-to-one key: its descriptor also caches the reverse side
+
+    instances._plan.cache_clear()
+    monkeypatch.setattr(Notification, "preview", property(lambda self: "computed"), raising=True)
+    try:
+        with pytest.raises(ValueError, match="has its own descriptor"):
+            instances.maker(Notification, ("preview",))
+    finally:
+        monkeypatch.undo()
+        instances._plan.cache_clear()
+
+
+@pytest.mark.parametrize("signal", [signals.pre_init, signals.post_init])
+def test_a_model_with_init_receivers_is_refused_rather_than_built_without_them(signal, values):
+    def receiver(**kwargs):
+        pass  # pragma: no cover - never called: the build is refused
+
+    make = instances.maker(Notification, NAMES)
+    signal.connect(receiver, sender=Notification, weak=False)
+    try:
+        with pytest.raises(ValueError, match="Notification has pre_init/post_init receivers"):
+            make(**values)
+        with pytest.raises(ValueError, match="Notification has pre_init/post_init receivers"):
+            instances.loader(Notification, ["id"], "default")
+    finally:
+        signal.disconnect(receiver, sender=Notification)
+    assert isinstance(make(**values)._state, ModelState)
+
+
+def test_a_loaded_instance_is_the_one_from_db_makes(values):
+    saved = Recipient.objects.get(user_id="u-en-1")
+    names = [field.attname for field in Recipient._meta.concrete_fields if field.name != "attributes"]
+    row = [getattr(saved, name) for name in names]
+
+    loaded = instances.loader(Recipient, names, "default")(row)
+    django = Recipient.from_db("default", names, row)
+
+    assert loaded.__dict__.keys() - {"_state"} == django.__dict__.keys() - {"_state"}
+    assert all(loaded.__dict__[name] == django.__dict__[name] for name in names)
+    assert loaded.get_deferred_fields() == django.get_deferred_fields() == {"attributes"}
+    assert (loaded._state.adding, loaded._state.db) == (django._state.adding, django._state.db) == (False, "default")
