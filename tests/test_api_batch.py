@@ -4,8 +4,10 @@ import gc
 import json
 import re
 import threading
+import zoneinfo
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
@@ -430,6 +432,21 @@ def test_an_answer_is_what_the_single_send_serializer_writes(api, send, settings
         assert json.dumps(answers.accepted_dict(notification, history, attempts, True)) == json.dumps(
             AcceptedSerializer(notification).data
         )
+
+
+def test_a_moment_is_written_in_the_zone_asked_whatever_was_written_before():
+    """``answers.moment`` remembers what it wrote: one instant in two zones, or given in two offsets, stays apart."""
+    riyadh, utc = zoneinfo.ZoneInfo("Asia/Riyadh"), zoneinfo.ZoneInfo("UTC")
+    instant = datetime(2026, 12, 2, 9, 30, 15, 123456, tzinfo=utc)
+    cases = [
+        (instant, utc, "2026-12-02T09:30:15.123456Z"),
+        (instant, riyadh, "2026-12-02T12:30:15.123456+03:00"),
+        (instant.astimezone(riyadh), utc, "2026-12-02T09:30:15.123456Z"),
+        (instant.astimezone(riyadh), riyadh, "2026-12-02T12:30:15.123456+03:00"),
+        (instant, utc, "2026-12-02T09:30:15.123456Z"),
+    ]
+    assert [answers.moment(value, zone) for value, zone, _ in cases] == [text for _, _, text in cases]
+    assert answers.moment(None, riyadh) is None
 
 
 def test_a_batch_marks_its_keys_seen_in_one_redis_command(

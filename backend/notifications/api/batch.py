@@ -4,6 +4,7 @@ import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
@@ -73,8 +74,9 @@ def _read(item: object, reader: BatchItemSerializer) -> actions.SendRequest | Re
 
 def _answers(outcomes: list[Outcome]) -> list[Result]:
     """What the single send answers for each outcome: 202, 200, 422 or 503, with its body."""
+    zone = timezone.get_current_timezone()
     return [
-        ((200 if outcome.duplicate else 202), answered(outcome))
+        ((200 if outcome.duplicate else 202), answered(outcome, zone))
         if isinstance(outcome, actions.Accepted)
         else _refusal(outcome)
         for outcome in outcomes
