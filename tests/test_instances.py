@@ -3,7 +3,7 @@
 import uuid
 
 import pytest
-from django.db.models import signals
+from django.db.models import Count, signals
 from django.db.models.base import ModelState
 
 from backend.notifications import instances
@@ -168,3 +168,37 @@ def test_a_loaded_instance_is_the_one_from_db_makes(values):
     assert all(loaded.__dict__[name] == django.__dict__[name] for name in names)
     assert loaded.get_deferred_fields() == django.get_deferred_fields() == {"attributes"}
     assert (loaded._state.adding, loaded._state.db) == (django._state.adding, django._state.db) == (False, "default")
+
+
+def test_a_querysets_rows_load_as_its_iterator_gives_them(django_assert_num_queries):
+    unread = ("attributes", "created_at", "updated_at")
+    wanted = Recipient.objects.filter(user_id__in=["u-ar-1", "u-en-1", "ghost"])
+    django = {row.pk: row for row in wanted.defer(*unread)}
+
+    with django_assert_num_queries(1):
+        loaded = instances.load_all(wanted, unread)
+
+    assert sorted(row.pk for row in loaded) == sorted(django) and len(loaded) == 2
+    names = [field.attname for field in Recipient._meta.concrete_fields if field.name not in unread]
+    for row in loaded:
+        assert {name: row.__dict__[name] for name in names} == {name: django[row.pk].__dict__[name] for name in names}
+        assert row.get_deferred_fields() == django[row.pk].get_deferred_fields() == set(unread)
+        assert (row._state.adding, row._state.db) == (False, "default")
+    stored = Recipient.objects.get(pk=loaded[0].pk).attributes
+    with django_assert_num_queries(1):  # a deferred field, read on use
+        assert loaded[0].attributes == stored
+
+
+@pytest.mark.parametrize(
+    "queryset",
+    [
+        lambda: Notification.objects.select_related("kind"),
+        lambda: Notification.objects.prefetch_related("state_changes"),
+        lambda: Recipient.objects.annotate(sends=Count("notifications")),
+        lambda: Recipient.objects.only("user_id"),
+        lambda: Recipient.objects.defer("attributes"),
+    ],
+)
+def test_load_all_refuses_a_queryset_whose_extras_it_would_drop(queryset):
+    with pytest.raises(ValueError, match="load_all reads a plain queryset"):
+        instances.load_all(queryset())

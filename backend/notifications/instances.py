@@ -5,7 +5,8 @@ field's default, checks and caches each related object through its descriptor an
 ``pre_init``/``post_init``: for a notification about 45 µs of CPU on a slow host, a tenth of a batch
 send's CPU (README "Throughput: the send API"). The two builders here give the same instance:
 
-- ``loader``: a row read from the database, as ``Model.from_db`` makes it (a batch's read);
+- ``loader``: a row read from the database, as ``Model.from_db`` makes it (a batch's read), and
+  ``load_all`` for a queryset's rows (a batch send's recipients);
 - ``maker``: a new, unsaved instance, as ``Model(**values)`` makes it (acceptance's rows).
 
 Both refuse (``ValueError``) what they would silently skip: ``pre_init``/``post_init`` receivers, a
@@ -58,6 +59,21 @@ def loader(model: type[models.Model], attnames: Sequence[str], db: str) -> Calla
 # defaults of the fields not given (by attname) and the callable ones.
 _Defaults = tuple[tuple[str, Callable[[], Any]], ...]
 _Plan = tuple[tuple[tuple[str, str], ...], tuple[models.ForeignKey, ...], dict[str, Any], _Defaults]
+
+
+def load_all(queryset: models.QuerySet, unread: Sequence[str] = ()) -> list[models.Model]:
+    """The rows of ``queryset`` as its own iterator would give them, ``unread`` fields deferred, built by ``loader``.
+
+    For a plain filter of one model: ``ValueError`` for one that joins (``select_related``),
+    prefetches or annotates, whose extras this would drop.
+    """
+    query = queryset.query
+    if query.select_related or queryset._prefetch_related_lookups or query.annotations or query.deferred_loading[0]:
+        raise ValueError("load_all reads a plain queryset: no select_related, prefetch, annotation, only or defer")
+    model = queryset.model
+    attnames = [field.attname for field in model._meta.concrete_fields if field.name not in unread]
+    load = loader(model, attnames, queryset.db)
+    return [load(values) for values in queryset.values_list(*attnames)]
 
 
 @cache

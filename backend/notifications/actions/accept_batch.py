@@ -28,7 +28,7 @@ from django.db.models import Q
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
-from backend.notifications import idempotency, policy, rendering
+from backend.notifications import idempotency, instances, policy, rendering
 from backend.notifications.actions.accept import (
     Accepted,
     AcceptError,
@@ -205,8 +205,8 @@ def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> list[
     users = in_array({r.user_id for r in requests}, "text")
     # Not loaded: what acceptance never reads, and which costs the most to load (JSON, two timestamps):
     # 16 → 8 ms of CPU for 1,000 recipients. Read anyway, each would cost a query (test_the_batch_is_set_based).
-    loaded = Recipient.objects.defer("attributes", "created_at", "updated_at")
-    recipients = {r.user_id: r for r in loaded.filter(user_id__in=users)}
+    loaded = instances.load_all(Recipient.objects.filter(user_id__in=users), ("attributes", "created_at", "updated_at"))
+    recipients = {r.user_id: r for r in loaded}
     now = timezone.now()
     found: list[tuple[Kind, Recipient] | AcceptError] = []
     for request in requests:
