@@ -93,7 +93,7 @@ def _plan(model: type[models.Model], names: tuple[str, ...]) -> _Plan:
             related.append(field)
         elif field.name in names:
             plain.append((field.name, field.attname))
-        elif callable(field.default):
+        elif field.has_default() and callable(field.default):
             computed.append((field.attname, field.get_default))
         else:
             constant[field.attname] = field.get_default()
@@ -110,16 +110,17 @@ def maker(model: type[models.Model], names: Sequence[str]) -> Callable[..., mode
     per instance), a foreign key given its related instance (or None) holds its key and caches the
     instance, ``_state.db`` is the first related instance's database, as the foreign keys'
     descriptors set it. Raises ``ValueError``: here for a name that is not a concrete field of
-    ``model``, a field with its own descriptor, database routers; per instance for ``pre_init``/
-    ``post_init`` receivers (checked at each call, as ``Model.__init__`` sends them at each call), a
-    related instance of the wrong model or of another database (the descriptor's errors). A missing
-    or extra keyword is a ``KeyError``/``TypeError``, never a silently defaulted field.
+    ``model``, a field with its own descriptor, database routers, ``pre_init``/``post_init``
+    receivers (checked when the maker is made, as ``loader`` checks them once per read: make one
+    per batch, not one per process); per instance for a related instance of the wrong model or of
+    another database (the descriptor's errors). A missing or extra keyword is a ``KeyError``/
+    ``TypeError``, never a silently defaulted field.
     """
+    _refuse_init_receivers(model)
     plain, related, constant, computed = _plan(model, tuple(names))
     expected = len(names)
 
     def make(**values: Any) -> models.Model:
-        _refuse_init_receivers(model)
         if len(values) != expected:
             raise TypeError(f"{model.__name__} maker takes {sorted(names)}, got {sorted(values)}")
         instance = model.__new__(model)

@@ -3,7 +3,6 @@
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -197,14 +196,19 @@ def check(
     return Checked(routed, version, preview, request.priority or kind.priority)
 
 
-@cache
-def _new_notification() -> Callable[..., Notification]:
-    """``Notification(**values)`` for the fields ``build`` gives, without ``Model.__init__`` (``instances.maker``)."""
-    names = (
-        "idempotency_key", "idempotency_scope", "request_hash", "client", "recipient", "kind", "channel", "priority",
-        "params", "send_at", "state", "reason", "template_version", "preview", "queued_at",
-    )  # fmt: skip
-    return instances.maker(Notification, names)
+# The fields ``build`` gives a notification: the rest take their defaults.
+_BUILT = (
+    "idempotency_key", "idempotency_scope", "request_hash", "client", "recipient", "kind", "channel", "priority",
+    "params", "send_at", "state", "reason", "template_version", "preview", "queued_at",
+)  # fmt: skip
+
+
+def notification_maker() -> Callable[..., Notification]:
+    """``Notification(**values)`` for the fields ``build`` gives, without ``Model.__init__`` (``instances.maker``).
+
+    A batch makes one and gives it to ``build`` for each of its rows.
+    """
+    return instances.maker(Notification, _BUILT)
 
 
 def build(
@@ -215,11 +219,15 @@ def build(
     checked: Checked,
     decision: policy.Decision,
     now: datetime,
+    new_notification: Callable[..., Notification] | None = None,
 ) -> Prepared:
-    """The unsaved row of a checked and decided request. The one shape of the single and the batch send."""
+    """The unsaved row of a checked and decided request. The one shape of the single and the batch send.
+
+    ``new_notification`` is a ``notification_maker()`` (one is made when not given).
+    """
     routed = checked.route
     history_reason = decision.reason or (f"fallback: {'; '.join(routed.skipped)}" if routed.skipped else "")
-    notification = _new_notification()(
+    notification = (new_notification or notification_maker())(
         idempotency_key=request.idempotency_key,
         idempotency_scope=scope_of(client),
         request_hash=request.hash,

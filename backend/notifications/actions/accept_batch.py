@@ -39,6 +39,7 @@ from backend.notifications.actions.accept import (
     check,
     fold_into_digest,
     known,
+    notification_maker,
     scope_of,
 )
 from backend.notifications.actions.accept_rows import Prepared, insert_accepted
@@ -231,11 +232,12 @@ def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> list[
         case = policy.Case(kind, recipient, checked.route, checked.priority, request.send_at, known_facts)
         cases.append((i, case, checked))
     decisions = policy.decide_many([case for _, case, _ in cases], now)
+    new_notification = notification_maker()
     for (i, case, checked), decision in zip(cases, decisions, strict=True):
         if isinstance(decision, policy.LimitUnavailable):
             out[i] = decision
         else:
-            out[i] = build(requests[i], client, case.kind, case.recipient, checked, decision, now)
+            out[i] = build(requests[i], client, case.kind, case.recipient, checked, decision, now, new_notification)
     return out  # type: ignore[return-value]  # every slot is filled above
 
 
