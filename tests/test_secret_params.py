@@ -13,8 +13,9 @@ import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
-from backend.notifications import actions, masking, rendering
+from backend.notifications import actions, idempotency, masking, rendering
 from backend.notifications.delivery import dispatch
 from backend.notifications.models import (
     Attempt,
@@ -288,3 +289,21 @@ def test_duplicates_are_still_recognised_across_a_key_rotation_and_from_older_ro
     # Rows stored before hashes were keyed hold the plain SHA-256.
     Notification.objects.filter(pk=first["id"]).update(request_hash=_plain_sha256(CODE))
     assert send(OTP, key="login-1").status_code == 200
+
+
+@pytest.mark.parametrize("secret", ["first-secret-" + "a" * 40, "second-secret-" + "b" * 40])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {**OTP, "send_at": None},
+        {"user_id": "u-fa-1", "kind": "shipped", "params": {"order": "سفارش ۵۰۱۲"}, "send_at": None},
+    ],
+)
+def test_the_request_hash_is_djangos_salted_hmac_under_the_current_secret(payload, secret, settings):
+    """Its key is derived once per secret and reused: the hash must stay Django's, whichever secret is current."""
+    settings.SECRET_KEY = secret
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    expected = salted_hmac("notify.idempotency.request", canonical, secret=secret, algorithm="sha256").hexdigest()
+
+    assert idempotency.request_hash(payload) == expected
+    assert idempotency.same_request(expected, payload)
