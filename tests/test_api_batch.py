@@ -449,6 +449,22 @@ def test_a_moment_is_written_in_the_zone_asked_whatever_was_written_before():
     assert answers.moment(None, riyadh) is None
 
 
+@pytest.mark.parametrize("first", [0, 1])
+def test_the_two_readings_of_a_wall_clock_time_in_a_dst_fold_are_written_apart(first):
+    """01:30 on 2027-11-07 in New York happens twice, an hour apart: equal as datetimes, never as answers."""
+    new_york = zoneinfo.ZoneInfo("America/New_York")
+    utc = zoneinfo.ZoneInfo("UTC")
+    edt = datetime(2027, 11, 7, 5, 30, tzinfo=utc).astimezone(new_york)
+    est = datetime(2027, 11, 7, 6, 30, tzinfo=utc).astimezone(new_york)
+    assert (edt == est, edt.fold, est.fold) == (True, 0, 1)  # the trap: equal, and hashed alike
+    readings = [(edt, "2027-11-07T01:30:00-04:00", "2027-11-07T05:30:00Z"),
+                (est, "2027-11-07T01:30:00-05:00", "2027-11-07T06:30:00Z")]  # fmt: skip
+    order = readings if first == 0 else readings[::-1]
+    for _ in range(2):
+        for value, local, in_utc in order:
+            assert (answers.moment(value, new_york), answers.moment(value, utc)) == (local, in_utc)
+
+
 def test_a_batch_marks_its_keys_seen_in_one_redis_command(
     api, orders_service, customers, monkeypatch, django_capture_on_commit_callbacks
 ):

@@ -7,7 +7,7 @@ with the same values; ``tests/test_api_batch.py`` compares it with ``AcceptedSer
 duplicate, attempted and scheduled notifications. A field added to the serializer must be added here.
 """
 
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 
 from django.utils import timezone
@@ -21,15 +21,25 @@ _ATTEMPT = AttemptSerializer()
 
 
 def moment(value: datetime | None, zone: tzinfo) -> str | None:
-    """``value`` as DRF's ``DateTimeField`` writes it: ISO 8601 in ``zone`` (the current time zone), ``Z`` for UTC."""
-    return None if value is None else _iso(value, zone)
+    """``value`` as DRF's ``DateTimeField`` writes it: ISO 8601 in ``zone`` (the current time zone), ``Z`` for UTC.
+
+    A value in UTC (``datetime.UTC``: every time this project stamps, and every one read back)
+    is written once per zone and remembered: a batch's new rows share their few instants (created,
+    queued, the history's), each written a thousand times. Any other is written each time: two
+    readings of one wall-clock time in a zone's DST fold compare equal and hash alike (PEP 495), an
+    hour apart.
+    """
+    if value is None:
+        return None
+    return _remembered(value, zone) if value.tzinfo is UTC else _written(value, zone)
 
 
-# A batch's new rows share their few instants (created, queued, the history's), each written a thousand times.
-@lru_cache(maxsize=256)
-def _iso(value: datetime, zone: tzinfo) -> str:
+def _written(value: datetime, zone: tzinfo) -> str:
     text = value.astimezone(zone).isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+_remembered = lru_cache(maxsize=256)(_written)
 
 
 def _text(value) -> str | None:
