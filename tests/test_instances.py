@@ -1,5 +1,6 @@
 """Model instances without ``Model.__init__`` (instances.py): the same instances as Django's, or a refusal."""
 
+import re
 import uuid
 
 import pytest
@@ -125,18 +126,36 @@ def test_a_related_instance_is_checked_as_its_descriptor_checks_it(values):
     assert unsaved._state.db == "default"  # as the descriptor gives it the instance's database
 
 
-def test_what_maker_would_skip_is_refused(monkeypatch):
+def test_what_the_builders_would_skip_is_refused(monkeypatch, values):
     with pytest.raises(ValueError, match="single-column many-to-one keys"):
         instances.maker(StaffContact, ("user",))  # a one-to-one key: its descriptor also caches the reverse side
 
-    instances._plan.cache_clear()
+    instances._check_fields.cache_clear()
     monkeypatch.setattr(Notification, "preview", property(lambda self: "computed"), raising=True)
     try:
-        with pytest.raises(ValueError, match="has its own descriptor"):
-            instances.maker(Notification, ("preview",))
+        for build in (
+            lambda: instances.maker(Notification, ("preview",)),
+            lambda: instances.loader(Notification, ["id"], "default"),
+            lambda: instances.load_all(Notification.objects.all()),
+        ):
+            with pytest.raises(ValueError, match="has its own descriptor"):
+                build()
     finally:
         monkeypatch.undo()
-        instances._plan.cache_clear()
+        instances._check_fields.cache_clear()
+
+
+def test_routers_are_refused_each_time_a_maker_is_made(settings, values):
+    class Router:
+        def db_for_write(self, model, **hints):
+            return "default"  # pragma: no cover - never asked: the maker is refused
+
+    instances.maker(Notification, NAMES)  # its plan worked out and remembered
+    settings.DATABASE_ROUTERS = [Router()]
+    with pytest.raises(ValueError, match="maker assumes no database routers"):
+        instances.maker(Notification, NAMES)
+    settings.DATABASE_ROUTERS = []
+    assert instances.maker(Notification, NAMES)(**values).kind == values["kind"]
 
 
 @pytest.mark.parametrize("signal", [signals.pre_init, signals.post_init])
@@ -196,8 +215,16 @@ def test_a_querysets_rows_load_as_its_iterator_gives_them(django_assert_num_quer
         lambda: Recipient.objects.annotate(sends=Count("notifications")),
         lambda: Recipient.objects.only("user_id"),
         lambda: Recipient.objects.defer("attributes"),
+        lambda: Recipient.objects.extra(select={"shout": "upper(user_id)"}),
+        lambda: Recipient.objects.get(user_id="u-ar-1").notifications.all(),
     ],
 )
 def test_load_all_refuses_a_queryset_whose_extras_it_would_drop(queryset):
     with pytest.raises(ValueError, match="load_all reads a plain queryset"):
         instances.load_all(queryset())
+
+
+@pytest.mark.parametrize(("unread", "named"), [(("atributes",), "['atributes']"), (("id",), "[]")])
+def test_load_all_refuses_an_unread_name_it_cannot_leave_unread(unread, named):
+    with pytest.raises(ValueError, match=rf"Recipient cannot leave {re.escape(named)} or its primary key unread"):
+        instances.load_all(Recipient.objects.all(), unread)

@@ -2,15 +2,18 @@
 
 ``Model.__init__`` sets each of a row's values through its field's descriptor, looks up every
 field's default, checks and caches each related object through its descriptor and sends
-``pre_init``/``post_init``: for a notification about 45 µs of CPU on a slow host, a tenth of a batch
-send's CPU (README "Throughput: the send API"). The two builders here give the same instance:
+``pre_init``/``post_init``: for a notification 35 µs of CPU where ``maker`` takes 10, a sixth of a
+batch send's CPU with the history rows (README "Throughput: the send API", seventh round). The
+builders here give the same instance:
 
 - ``loader``: a row read from the database, as ``Model.from_db`` makes it (a batch's read), and
   ``load_all`` for a queryset's rows (a batch send's recipients);
 - ``maker``: a new, unsaved instance, as ``Model(**values)`` makes it (acceptance's rows).
 
-Both refuse (``ValueError``) what they would silently skip: ``pre_init``/``post_init`` receivers, a
-field whose attribute is not a plain ``DeferredAttribute`` (a file field's, say), database routers.
+Each refuses (``ValueError``) what it would silently skip: ``pre_init``/``post_init`` receivers and
+a generated field or one whose attribute is not a plain ``DeferredAttribute`` (a file field's, say),
+all three; database routers, ``maker`` (a foreign key's descriptor consults them); a queryset's
+joins, prefetches, annotations and known related objects, ``load_all``.
 """
 
 from collections.abc import Callable, Sequence
@@ -28,9 +31,19 @@ from django.db.models.query_utils import DeferredAttribute
 _PLAIN_ATTRIBUTES = (DeferredAttribute, ForeignKeyDeferredAttribute)
 
 
-def _refuse_init_receivers(model: type[models.Model]) -> None:
+def _refuse_what_is_skipped(model: type[models.Model]) -> None:
+    """``ValueError`` for init receivers (checked each time: one may be connected any time) or an unusual field."""
     if signals.pre_init.has_listeners(model) or signals.post_init.has_listeners(model):
         raise ValueError(f"{model.__name__} has pre_init/post_init receivers: build it with Model.__init__")
+    _check_fields(model)
+
+
+@cache
+def _check_fields(model: type[models.Model]) -> None:
+    """``ValueError`` for a generated field or one with its own descriptor (once per model: fields are the class's)."""
+    for field in model._meta.concrete_fields:
+        if field.generated or type(getattr(model, field.attname, None)) not in _PLAIN_ATTRIBUTES:
+            raise ValueError(f"{field!r} is generated or has its own descriptor, which the builders would skip")
 
 
 def loader(model: type[models.Model], attnames: Sequence[str], db: str) -> Callable[[Sequence[Any]], models.Model]:
@@ -40,9 +53,9 @@ def loader(model: type[models.Model], attnames: Sequence[str], db: str) -> Calla
     descriptor and sends ``pre_init``/``post_init``; here the values go into the instance's
     ``__dict__`` at once, which is what those descriptors do for a new instance. Raises
     ``ValueError`` for a model with ``pre_init``/``post_init`` receivers, which this would skip
-    (checked once here, not per row: 3.5 µs a row for both models).
+    (checked once here, not per row: 3.5 µs a row for both models), or a field ``_check_fields`` refuses.
     """
-    _refuse_init_receivers(model)
+    _refuse_what_is_skipped(model)
 
     def load(values: Sequence[Any]) -> models.Model:
         instance = model.__new__(model)
@@ -65,12 +78,20 @@ def load_all(queryset: models.QuerySet, unread: Sequence[str] = ()) -> list[mode
     """The rows of ``queryset`` as its own iterator would give them, ``unread`` fields deferred, built by ``loader``.
 
     For a plain filter of one model: ``ValueError`` for one that joins (``select_related``),
-    prefetches or annotates, whose extras this would drop.
+    prefetches, annotates (``extra`` too), defers, or knows its related object (a related manager's,
+    whose rows Django's iterator gives their owner), all of which this would drop; and for an
+    ``unread`` name that is no concrete field, or the primary key (``defer`` never defers it).
     """
-    query = queryset.query
-    if query.select_related or queryset._prefetch_related_lookups or query.annotations or query.deferred_loading[0]:
-        raise ValueError("load_all reads a plain queryset: no select_related, prefetch, annotation, only or defer")
-    model = queryset.model
+    query, model = queryset.query, queryset.model
+    extras = query.select_related or queryset._prefetch_related_lookups or query.annotations or query.extra
+    if extras or query.deferred_loading[0] or queryset._known_related_objects:
+        raise ValueError(
+            "load_all reads a plain queryset: no select_related, prefetch, annotation, extra, only, defer "
+            "or related manager"
+        )
+    names = {field.name for field in model._meta.concrete_fields}
+    if not set(unread) <= names - {model._meta.pk.name}:
+        raise ValueError(f"{model.__name__} cannot leave {sorted(set(unread) - names)} or its primary key unread")
     attnames = [field.attname for field in model._meta.concrete_fields if field.name not in unread]
     load = loader(model, attnames, queryset.db)
     return [load(values) for values in queryset.values_list(*attnames)]
@@ -78,17 +99,13 @@ def load_all(queryset: models.QuerySet, unread: Sequence[str] = ()) -> list[mode
 
 @cache
 def _plan(model: type[models.Model], names: tuple[str, ...]) -> _Plan:
-    """What ``maker`` does for ``model`` given ``names``: checked once per process, then reused for every instance."""
-    if router.routers:
-        raise ValueError("maker assumes no database routers: build instances with Model.__init__")
+    """What ``maker`` does for ``model`` given ``names``: worked out once per process, reused for every instance."""
     fields = {field.name: field for field in model._meta.concrete_fields}
     unknown = [name for name in names if name not in fields]
     if unknown:
         raise ValueError(f"{model.__name__} has no concrete fields {unknown}")
     plain, related, constant, computed = [], [], {}, []
     for field in model._meta.concrete_fields:
-        if field.generated or type(getattr(model, field.attname, None)) not in _PLAIN_ATTRIBUTES:
-            raise ValueError(f"{field!r} is generated or has its own descriptor, which maker would skip")
         if field.name in names and field.is_relation:
             related.append(field)
         elif field.name in names:
@@ -110,13 +127,15 @@ def maker(model: type[models.Model], names: Sequence[str]) -> Callable[..., mode
     per instance), a foreign key given its related instance (or None) holds its key and caches the
     instance, ``_state.db`` is the first related instance's database, as the foreign keys'
     descriptors set it. Raises ``ValueError``: here for a name that is not a concrete field of
-    ``model``, a field with its own descriptor, database routers, ``pre_init``/``post_init``
-    receivers (checked when the maker is made, as ``loader`` checks them once per read: make one
-    per batch, not one per process); per instance for a related instance of the wrong model or of
-    another database (the descriptor's errors). A missing or extra keyword is a ``KeyError``/
-    ``TypeError``, never a silently defaulted field.
+    ``model``, a field ``_check_fields`` refuses, database routers, ``pre_init``/``post_init``
+    receivers (receivers and routers checked each time a maker is made, as ``loader`` checks
+    receivers once per read: make one per batch, not one per process); per instance for a related
+    instance of the wrong model or of another database (the descriptor's errors). A missing or
+    extra keyword is a ``KeyError``/``TypeError``, never a silently defaulted field.
     """
-    _refuse_init_receivers(model)
+    _refuse_what_is_skipped(model)
+    if router.routers:
+        raise ValueError("maker assumes no database routers: build instances with Model.__init__")
     plain, related, constant, computed = _plan(model, tuple(names))
     expected = len(names)
 
