@@ -65,4 +65,3 @@ def test_a_loaded_row_behaves_as_a_model_instance(rows, django_assert_num_querie
         row.save(update_fields=["last_error"])  # an UPDATE of that row, not an INSERT of a new one
     assert Notification.objects.filter(last_error="checked").count() == 1
     assert Notification.objects.get(pk=row.pk).last_error == "checked"
-
