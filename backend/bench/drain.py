@@ -6,9 +6,10 @@ Redis, migrates and loads the demo data; this script then
 1. starts the stub providers in their own process (``manage.py provider_stub``), SMS on Twilio and
    push on FCM, with a budget far above what the machine can send (``--budget``);
 2. builds the backlog: ``--notifications`` queued standard notifications, half SMS and half push,
-   inserted set-based and handed over through ``tasks.enqueue_deliveries`` as the accept side does;
+   to ``--recipients`` people in turn (each with a phone and an FCM device), inserted set-based and
+   handed over through ``tasks.enqueue_deliveries`` as the accept side does;
 3. measures the ceiling: a bare asyncio (aiohttp) client sending the same calls (Twilio forms, FCM
-   JSON) to the same stub, ``--ceiling-calls`` of them while nothing else runs, with as many calls
+   JSON, to the same people) to the same stub, ``--ceiling-calls`` of them while nothing else runs, with as many calls
    in flight as the workers may have and with 50, 100 and 200;
 4. starts ``--processes`` × ``run_worker standard`` (``--threads`` batch threads of ``--batch`` each)
    and times the drain from the first notification sent to the last, polling the /metrics running
@@ -51,21 +52,53 @@ def _providers_file(stub: str, budget: float) -> str:
     return str(path)
 
 
-def build_backlog(size: int, channels: tuple[str, ...] = ("sms", "push"), chunk: int = 20000) -> None:
-    """Insert ``size`` queued standard notifications to u-en-1 (channels in turn), enqueued as the accept side does.
+def phone(n: int) -> str:
+    """The phone of bench recipient ``n``: a valid New York number (priced as US), one per recipient."""
+    return f"+1212{2_000_000 + n:07d}"
 
-    Rows as the API accepts them, with their client and its idempotency scope (the client's index
-    takes an entry at each change of state). Set-based: one INSERT … SELECT generate_series per chunk,
-    then ``tasks.enqueue_deliveries`` of its ids per channel (one ZADD each).
+
+def fcm_token(n: int) -> str:
+    """The FCM device token of bench recipient ``n``."""
+    return f"drain-fcm-{n}"
+
+
+def bench_recipients(count: int) -> list[int]:
+    """The ids of ``count`` recipients ``drain-0`` … with a phone and an FCM device each (made once, set-based).
+
+    A campaign's rows go to as many people: each batch reads as many recipients and devices as it
+    has rows, and each SMS is priced for its own number, where one recipient for the whole backlog
+    made every row's inputs the same.
+    """
+    from backend.notifications.models import Device, Recipient
+
+    users = [Recipient(user_id=f"drain-{n}", phone=phone(n), language="en") for n in range(count)]
+    Recipient.objects.bulk_create(users, batch_size=5000, ignore_conflicts=True)
+    ids = dict(Recipient.objects.filter(user_id__startswith="drain-").values_list("user_id", "pk"))
+    recipients = [ids[f"drain-{n}"] for n in range(count)]
+    fcm = Device.Platform.FCM
+    devices = (Device(recipient_id=pk, platform=fcm, token=fcm_token(n)) for n, pk in enumerate(recipients))
+    Device.objects.bulk_create(devices, batch_size=5000, ignore_conflicts=True)
+    return recipients
+
+
+def build_backlog(
+    size: int, channels: tuple[str, ...] = ("sms", "push"), chunk: int = 20000, recipients: int = 10_000
+) -> None:
+    """Insert ``size`` queued standard notifications (channels in turn), enqueued as the accept side does.
+
+    Row ``g`` goes to bench recipient ``g % recipients`` (``bench_recipients``). Rows as the API
+    accepts them, with their client and its idempotency scope (the client's index takes an entry at
+    each change of state). Set-based: one INSERT … SELECT generate_series per chunk, then
+    ``tasks.enqueue_deliveries`` of its ids per channel (one ZADD each).
     """
     from django.db import connection
 
-    from backend.notifications.models import ApiClient, Kind, Recipient, TemplateVersion
+    from backend.notifications.models import ApiClient, Kind, TemplateVersion
     from backend.notifications.tasks import enqueue_deliveries
 
     client = ApiClient.objects.filter(name="bench-drain").first() or ApiClient.issue("bench-drain")[0]
     kind = Kind.objects.get(name="shipped")
-    recipient = Recipient.objects.get(user_id="u-en-1")
+    people = bench_recipients(recipients)
     run = uuid.uuid4().hex[:8]
     made = 0
     while made < size:
@@ -82,7 +115,7 @@ def build_backlog(size: int, channels: tuple[str, ...] = ("sms", "push"), chunk:
                       (id, idempotency_key, idempotency_scope, request_hash, client_id, recipient_id, kind_id, channel,
                        priority, params, state, reason, template_version_id, preview, provider, provider_ref,
                        attempt_count, replayed_attempts, last_error, created_at, updated_at, queued_at)
-                    SELECT gen_random_uuid(), %s || g, %s, '', %s, %s, %s, %s, 'standard',
+                    SELECT gen_random_uuid(), %s || g, %s, '', %s, (%s::bigint[])[1 + g %% %s], %s, %s, 'standard',
                            jsonb_build_object('order', g::text), 'queued', '', %s, '', '', '', 0, 0, '',
                            now(), now(), now()
                     FROM generate_series(%s, %s) AS g
@@ -92,7 +125,8 @@ def build_backlog(size: int, channels: tuple[str, ...] = ("sms", "push"), chunk:
                         f"drain-{run}-{channel}-",
                         f"client:{client.pk}",
                         client.pk,
-                        recipient.pk,
+                        people,
+                        len(people),
                         kind.pk,
                         channel,
                         version.pk,
@@ -105,8 +139,11 @@ def build_backlog(size: int, channels: tuple[str, ...] = ("sms", "push"), chunk:
         made += n
 
 
-async def _ceiling(stub: str, calls: int, concurrency: int) -> float:
-    """Calls/s of a bare aiohttp client sending Twilio and FCM calls, ``concurrency`` at a time, to the stub."""
+async def _ceiling(stub: str, calls: int, concurrency: int, recipients: int) -> float:
+    """Calls/s of a bare aiohttp client sending Twilio and FCM calls, ``concurrency`` at a time, to the stub.
+
+    Call ``n`` goes to bench recipient ``n % recipients``'s phone or device, as the backlog's rows do.
+    """
     import aiohttp
 
     twilio = f"{stub}/2010-04-01/Accounts/ACstub/Messages.json"
@@ -117,11 +154,11 @@ async def _ceiling(stub: str, calls: int, concurrency: int) -> float:
     async def sender(session: aiohttp.ClientSession) -> None:
         for n in left:
             if n % 2:
-                body = {"message": {"token": "demo-fcm-u-en-1", "notification": {"title": "Order shipped",
+                body = {"message": {"token": fcm_token(n % recipients), "notification": {"title": "Order shipped",
                         "body": f"Your order {n} is on its way."}, "data": {"notification_id": str(n)}}}  # fmt: skip
                 request = session.post(fcm, json=body, headers={"Authorization": "Bearer stub"})
             else:
-                form = {"To": "+14155550123", "Body": f"Your order {n} has shipped.", "From": "+15005550006"}
+                form = {"To": phone(n % recipients), "Body": f"Your order {n} has shipped.", "From": "+15005550006"}
                 request = session.post(twilio, data=form, headers={"Authorization": basic})
             async with request as response:
                 await response.read()
@@ -135,13 +172,19 @@ async def _ceiling(stub: str, calls: int, concurrency: int) -> float:
 
 
 def _ceilings(
-    stub: str, calls: int, levels: list[int], stub_pid: dict[str, list[int]], services: dict[str, int], when: str
+    stub: str,
+    calls: int,
+    levels: list[int],
+    stub_pid: dict[str, list[int]],
+    services: dict[str, int],
+    when: str,
+    recipients: int,
 ) -> dict[int, float]:
     """The bare client's calls/s at each number of ``levels`` calls in flight, each printed with its CPU per call."""
     ceilings = {}
     for level in levels:
         before, client = _cpu(stub_pid, services), time.process_time()
-        ceilings[level] = asyncio.run(_ceiling(stub, calls, level))
+        ceilings[level] = asyncio.run(_ceiling(stub, calls, level, recipients))
         client = time.process_time() - client
         cost = _per_notification({**before, "client": 0.0}, {**_cpu(stub_pid, services), "client": client}, calls)
         _delete(f"{stub}/_stub/messages")
@@ -239,6 +282,7 @@ def _drain(total: int, timeout: float, before: int) -> tuple[int, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notifications", type=int, default=200_000)
+    parser.add_argument("--recipients", type=int, default=10_000, help="People the backlog goes to, in turn.")
     parser.add_argument("--budget", type=float, default=1_000_000.0, help="Provider budget, messages/s (high).")
     parser.add_argument("--processes", type=int, default=2, help="run_worker standard processes.")
     parser.add_argument("--threads", type=int, default=2, help="Batch threads per process.")
@@ -261,16 +305,17 @@ def main() -> None:
         if args.latency_ms:
             _put(f"{stub}/_stub/faults", {p: {"latency_ms": args.latency_ms} for p in ("twilio", "fcm")})
         t0 = time.monotonic()
-        build_backlog(args.notifications)
+        build_backlog(args.notifications, recipients=args.recipients)
         print(
-            f"backlog of {args.notifications:,} standard notifications (SMS and push) in {time.monotonic() - t0:.1f} s"
+            f"backlog of {args.notifications:,} standard notifications (SMS and push) to {args.recipients:,} "
+            f"recipients in {time.monotonic() - t0:.1f} s"
         )
 
         in_flight = args.processes * args.threads * WAVE
         services = _service_pids()
         stub_pid = {"stub": [processes[0].pid]}
         levels = sorted({in_flight, *CEILING_IN_FLIGHT})
-        ceilings = _ceilings(stub, args.ceiling_calls, levels, stub_pid, services, "before the drain")
+        ceilings = _ceilings(stub, args.ceiling_calls, levels, stub_pid, services, "before the drain", args.recipients)
 
         baseline = _sent_counter()
         workers = ["manage.py", "run_worker", "standard", "--workers", str(args.threads), "--batch", str(args.batch)]
@@ -290,7 +335,9 @@ def main() -> None:
         print(f"  CPU per notification (start-up included): {_per_notification(before, after, _sent())}")
         _stop(processes[started:])
         _delete(f"{stub}/_stub/messages")
-        after_drain = _ceilings(stub, args.ceiling_calls, levels, stub_pid, services, "after the drain")
+        after_drain = _ceilings(
+            stub, args.ceiling_calls, levels, stub_pid, services, "after the drain", args.recipients
+        )
         ceilings = {level: max(ceilings[level], after_drain[level]) for level in levels}
         ceiling = max(ceilings.values())
         print(f"ceiling: {ceiling:,.0f} calls/s, the best of {2 * len(levels)} (the workers: {in_flight} in flight)")
