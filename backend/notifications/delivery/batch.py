@@ -59,7 +59,7 @@ from django.db import connection, models, transaction
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.utils import timezone
 
-from backend.notifications import actions, metric_counters, rendering
+from backend.notifications import actions, instances, metric_counters, rendering
 from backend.notifications.actions.delivery import _secrets_at_rest
 from backend.notifications.array_param import key_array
 from backend.notifications.delivery import batch_rows, breaker, budget, dispatch, lease, sent_marker
@@ -178,7 +178,9 @@ def _split(rows: list[Notification]) -> tuple[list[Item], list[Notification]]:
     """The rows the batch path takes (first try, one destination), and those left to ``dispatch.deliver``."""
     push = [n.recipient_id for n in rows if n.channel == Channel.PUSH and n.attempt_count == 0]
     devices: dict[int, list[Device]] = {}
-    for device in Device.objects.filter(recipient_id__in=push, disabled_at__isnull=True):
+    active = Device.objects.filter(recipient_id__in=push, disabled_at__isnull=True)
+    # Without Model.__init__, and without the two timestamps no delivery reads: a campaign's batch of 200 reads 100.
+    for device in instances.load_all(active, ("created_at", "last_seen_at")):
         devices.setdefault(device.recipient_id, []).append(device)
     items, single = [], []
     routes: dict[str, list] = {}
