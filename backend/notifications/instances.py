@@ -68,12 +68,6 @@ def loader(model: type[models.Model], attnames: Sequence[str], db: str) -> Calla
     return load
 
 
-# What ``maker`` does for a model: its plain fields given (name, attname), its foreign keys given, the constant
-# defaults of the fields not given (by attname) and the callable ones.
-_Defaults = tuple[tuple[str, Callable[[], Any]], ...]
-_Plan = tuple[tuple[tuple[str, str], ...], tuple[models.ForeignKey, ...], dict[str, Any], _Defaults]
-
-
 def load_all(queryset: models.QuerySet, unread: Sequence[str] = ()) -> list[models.Model]:
     """The rows of ``queryset`` as its own iterator would give them, ``unread`` fields deferred, built by ``loader``.
 
@@ -95,6 +89,12 @@ def load_all(queryset: models.QuerySet, unread: Sequence[str] = ()) -> list[mode
     attnames = [field.attname for field in model._meta.concrete_fields if field.name not in unread]
     load = loader(model, attnames, queryset.db)
     return [load(values) for values in queryset.values_list(*attnames)]
+
+
+# What ``maker`` does for a model: its plain fields given (name, attname), its foreign keys given, the constant
+# defaults of the fields not given (by attname) and the callable ones.
+_Defaults = tuple[tuple[str, Callable[[], Any]], ...]
+_Plan = tuple[tuple[tuple[str, str], ...], tuple[models.ForeignKey, ...], dict[str, Any], _Defaults]
 
 
 @cache
@@ -144,8 +144,7 @@ def maker(model: type[models.Model], names: Sequence[str]) -> Callable[..., mode
             raise TypeError(f"{model.__name__} maker takes {sorted(names)}, got {sorted(values)}")
         instance = model.__new__(model)
         data = instance.__dict__
-        state = ModelState()
-        data["_state"] = state
+        data["_state"] = ModelState()
         data.update(constant)
         for attname, default in computed:
             data[attname] = default()
