@@ -1,4 +1,4 @@
-"""Shared by the benchmarks: percentiles, a median time, a test-client benchmark's start-up, waiting for daphne."""
+"""Shared by the benchmarks: percentiles, a median time, CPU used, a test client's start-up, waiting for daphne."""
 
 import argparse
 import math
@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def nearest_rank(sorted_values: list[float], q: float) -> float:
@@ -63,3 +64,12 @@ def answers_healthz(process: subprocess.Popen, url: str, timeout: float = 60.0) 
         except requests.RequestException:  # not listening yet, or still importing Django
             time.sleep(0.2)
     return False
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used, from ``/proc/PID/stat``; 0.0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -33,7 +33,7 @@ from pathlib import Path
 import aiohttp
 import django
 
-from backend.bench.harness import answers_healthz, interpolated
+from backend.bench.harness import answers_healthz, cpu_seconds, interpolated
 from backend.stubs.smtp_sink import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -243,15 +243,6 @@ def _per_request(spent: list[tuple[str, float]], requests: int) -> str:
     return f"  CPU per request: {parts}; server side {server:.0f} µs"
 
 
-def _cpu_of(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used; 0.0 once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (granian's workers), read from /proc."""
     found = []
@@ -283,10 +274,10 @@ class _CpuMeter:
             cursor.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
-            backends = {pid: _cpu_of(pid) for (pid,) in cursor.fetchall()}
+            backends = {pid: cpu_seconds(pid) for (pid,) in cursor.fetchall()}
         redis = redis_client().info("cpu")
         return {
-            "web tier": sum(_cpu_of(pid) for pid in self.web),
+            "web tier": sum(cpu_seconds(pid) for pid in self.web),
             "PostgreSQL": backends,
             "Redis": redis["used_cpu_user"] + redis["used_cpu_sys"],
             "load generator": time.process_time(),
