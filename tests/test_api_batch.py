@@ -208,6 +208,45 @@ def test_a_repeat_of_a_refused_item_is_tried_in_its_place(api):
     assert [r["status"] for r in results] == [422, 202]
 
 
+def test_refused_repeats_of_a_key_are_refused_before_the_first_that_passes_and_its_repeats_after_it(api):
+    refused = {"idempotency_key": "k-1", "user_id": "ghost", "kind": "shipped", "params": {"order": "1"}}
+    missing = {**refused, "user_id": "u-ar-1", "params": {}}
+    fixed = {**refused, "user_id": "u-ar-1"}
+    results = post_batch(api, [refused, missing, fixed, {**refused, "params": {"order": "3"}}, fixed]).json()["results"]
+
+    assert [r["status"] for r in results] == [422, 422, 202, 422, 200]
+    assert results[0]["body"]["fields"] == {
+        "user_id": ["unknown user 'ghost': create it first with PUT /api/v1/users/{user_id}"]
+    }
+    assert results[1]["body"]["fields"] == {"params": ["missing params: order"]}
+    # After the key is taken, a different body is a conflict, whatever its own checks would say.
+    assert results[3]["body"]["fields"] == {
+        "idempotency_key": ["'k-1' was already used for a different request; use a new key for a new event."]
+    }
+    assert results[4]["body"]["id"] == results[2]["body"]["id"]
+    assert Notification.objects.count() == 1
+
+
+@pytest.mark.parametrize("vary", [False, True], ids=["identical", "each-its-own-params"])
+def test_a_thousand_refused_items_under_one_key_are_checked_together_not_one_round_each(api, vary):
+    items = [
+        {"idempotency_key": "same", "user_id": "ghost", "kind": "shipped", "params": {"order": str(n if vary else 1)}}
+        for n in range(1000)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        response = post_batch(api, items)
+
+    results = response.json()["results"]
+    assert Counter(r["status"] for r in results) == {422: 1000}
+    assert {json.dumps(r["body"]["fields"]) for r in results} == {
+        json.dumps({"user_id": ["unknown user 'ghost': create it first with PUT /api/v1/users/{user_id}"]})
+    }
+    # The API key and its last use (2); the first item's round: its key's original, the kinds, the
+    # recipients, the devices and its (empty) insert's savepoint and release (6); then its 999 repeats
+    # checked together: kinds, recipients, devices (3). Before, each repeat was a round of its own.
+    assert len(queries) == 2 + 6 + 3, "\n".join(q["sql"][:90] for q in queries)
+
+
 @pytest.mark.parametrize(
     ("item", "fields"),
     [
