@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from backend.notifications.models import ApiClient, Notification, State
+from backend.notifications.models import ApiClient, Notification, Recipient, State
 from tests.conftest import pending
 
 SHIPPED = {"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}}
@@ -370,9 +370,16 @@ def test_without_a_channel_it_routes_to_the_next_channel_the_user_can_receive(se
 
 
 def test_the_users_language_falls_back_to_the_kinds_default(send):
-    response = send({"user_id": "u-fa-1", "kind": "shipped", "params": {"order": "77"}}, key="order-77-shipped")
+    Recipient.objects.create(user_id="u-ur-1", email="imran@example.com", language="ur")  # no Urdu template
+    response = send({"user_id": "u-ur-1", "kind": "shipped", "params": {"order": "77"}}, key="order-77-shipped")
     assert response.json().get("template") == "shipped/en/email v1", response.json()
     assert response.json()["preview"] == "Your order 77 has shipped"
+
+
+def test_a_persian_user_gets_the_persian_template(send):
+    response = send({"user_id": "u-fa-1", "kind": "shipped", "params": {"order": "77"}}, key="order-77-shipped")
+    assert response.json().get("template") == "shipped/fa/email v1", response.json()
+    assert response.json()["preview"] == "سفارش 77 شما ارسال شد"
 
 
 def test_get_shows_state_history_and_attempts(api, send):

@@ -176,7 +176,7 @@ def test_non_sms_campaigns_have_no_cost(marketer, demo_data):
     figures = preflight(draft(marketer), timezone.now())
 
     assert (figures["audience"], figures["will_send"], figures["sms"]) == (3, 3, None)
-    assert figures["languages"] == {"ar": 1, "en": 2}  # u-fa-1 gets promo's default language, English
+    assert figures["languages"] == {"ar": 1, "en": 1, "fa": 1}
 
 
 def test_submit_freezes_the_preflight_and_an_edit_clears_it(marketer, flash, people):

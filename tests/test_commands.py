@@ -141,7 +141,7 @@ def test_demo_data_can_run_twice():
     from backend.notifications.management.commands.demo_data import TEMPLATES
 
     assert TemplateVersion.objects.filter(status="approved").count() == len(TEMPLATES) >= 12
-    assert set(TemplateVersion.objects.values_list("language", flat=True)) == {"ar", "en"}
+    assert set(TemplateVersion.objects.values_list("language", flat=True)) == {"ar", "en", "fa"}
     assert Recipient.objects.get(user_id="u-ar-1").language == "ar"
 
 

@@ -50,6 +50,16 @@ def test_english_mail_is_left_to_right(send, smtp_sink):
     assert '<html lang="en" dir="ltr">' in mail.get_body(("html",)).get_content()
 
 
+def test_persian_mail_is_in_persian_and_right_to_left(send, smtp_sink):
+    dispatch.deliver(str(accepted(send, user_id="u-fa-1").pk))
+    [mail] = smtp_sink.messages()
+    assert (mail["To"], mail["Subject"]) == ("dariush@example.com", "سفارش 5012 شما ارسال شد")
+    assert mail.get_body(("plain",)).get_content().strip() == "خبر خوب: سفارش شماره \u20685012\u2069 شما در راه است."
+    html = mail.get_body(("html",)).get_content()
+    assert '<html lang="fa" dir="rtl">' in html
+    assert "<bdi>5012</bdi>" in html
+
+
 def test_a_second_delivery_of_the_same_id_sends_nothing(send, smtp_sink):
     notification = accepted(send)
     dispatch.deliver(str(notification.pk))

@@ -152,11 +152,11 @@ def test_inbox_link_refuses_an_unknown_user():
         call_command("inbox_link", "u-nobody", stdout=io.StringIO())
 
 
-def test_the_demo_has_inapp_templates_in_arabic_and_english(shipped):
+def test_the_demo_has_inapp_templates_in_arabic_english_and_persian(shipped):
     assert shipped(1).title == "تم شحن طلبك رقم 1"
     assert shipped(2, user_id="u-en-1").title == "Order 2 has shipped"
-    # Persian falls back to the kind's default language (en).
-    assert shipped(3, user_id="u-fa-1").language == "en"
+    persian = shipped(3, user_id="u-fa-1")
+    assert (persian.language, persian.title) == ("fa", "سفارش 3 ارسال شد")
 
 
 def test_actions_refuse_an_unknown_user():

@@ -195,10 +195,10 @@ def test_the_list_and_the_arabic_editor_stay_inert(editor, saved):
 
 @pytest.mark.parametrize("username", ["editor", "admin"])
 def test_the_admin_change_page_shows_it_inert(client, editor, saved, username):
-    harmless = editor.post("/templates/save/", {"kind": "shipped", "language": "fa", "channel": "email",
+    harmless = editor.post("/templates/save/", {"kind": "shipped", "language": "ur", "channel": "email",
                                                 "subject": "s", "text_body": "t", "html_body": "<p>h</p>"})  # fmt: skip
     assert harmless.status_code == 302
-    baseline_pk = TemplateVersion.objects.get(kind__name="shipped", language="fa", channel="email").pk
+    baseline_pk = TemplateVersion.objects.get(kind__name="shipped", language="ur", channel="email").pk
     client.force_login(User.objects.get(username=username))
     response = client.get(f"/admin/notifications/templateversion/{saved.pk}/change/")
     assert response.status_code == 200

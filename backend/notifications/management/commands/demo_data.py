@@ -32,8 +32,8 @@ KINDS = {
                                     "count": {"example": "1", "max_length": 4}}),
 }  # fmt: skip
 
-# (kind, language, channel) → (subject, text, html). Embedded LTR runs (order
-# numbers, codes) are isolated with <bdi> so they keep their order in RTL text.
+# (kind, language, channel) → (subject, text, html), in English, Arabic and Persian. Embedded LTR runs
+# (order numbers, codes) are isolated with <bdi> so they keep their order in RTL text.
 TEMPLATES = {
     ("digest", "en", Channel.EMAIL): (
         "{{ count }} updates you missed",
@@ -44,6 +44,11 @@ TEMPLATES = {
         "{{ count }} تحديثات فاتتك",
         "أثناء غيابك:\n{% for item in items %}- {{ item }}\n{% endfor %}",
         "<h2>أثناء غيابك</h2><ul>{% for item in items %}<li><bdi>{{ item }}</bdi></li>{% endfor %}</ul>",
+    ),
+    ("digest", "fa", Channel.EMAIL): (
+        "{{ count }} به‌روزرسانی که از دست دادید",
+        "در غیاب شما:\n{% for item in items %}- {{ item }}\n{% endfor %}",
+        "<h2>در غیاب شما</h2><ul>{% for item in items %}<li><bdi>{{ item }}</bdi></li>{% endfor %}</ul>",
     ),
     ("otp", "en", Channel.SMS): ("", "Your code is {{ code }}. It expires in 5 minutes.", ""),
     ("otp", "ar", Channel.SMS): ("", "رمز التحقق الخاص بك هو {{ code }}. تنتهي صلاحيته خلال 5 دقائق.", ""),
@@ -56,6 +61,12 @@ TEMPLATES = {
         "رمز الدخول",
         "رمز التحقق الخاص بك هو {{ code }}. تنتهي صلاحيته خلال 5 دقائق.",
         "<p>رمز التحقق الخاص بك هو <strong><bdi>{{ code }}</bdi></strong>. تنتهي صلاحيته خلال 5 دقائق.</p>",
+    ),
+    ("otp", "fa", Channel.SMS): ("", "کد ورود شما {{ code }} است. این کد تا ۵ دقیقه اعتبار دارد.", ""),
+    ("otp", "fa", Channel.EMAIL): (
+        "کد ورود",
+        "کد ورود شما {{ code }} است. این کد تا ۵ دقیقه اعتبار دارد.",
+        "<p>کد ورود شما <strong><bdi>{{ code }}</bdi></strong> است. این کد تا ۵ دقیقه اعتبار دارد.</p>",
     ),
     ("shipped", "en", Channel.EMAIL): (
         "Your order {{ order }} has shipped",
@@ -71,6 +82,13 @@ TEMPLATES = {
     ("shipped", "en", Channel.PUSH): ("Order shipped", "Your order {{ order }} is on its way.", ""),
     ("shipped", "ar", Channel.PUSH): ("تم شحن الطلب", "طلبك رقم {{ order }} في الطريق إليك.", ""),
     ("shipped", "ar", Channel.SMS): ("", "تم شحن طلبك رقم {{ order }}.", ""),
+    ("shipped", "fa", Channel.EMAIL): (
+        "سفارش {{ order }} شما ارسال شد",
+        "خبر خوب: سفارش شماره {{ order }} شما در راه است.",
+        "<h2>سفارش شما در راه است</h2><p>سفارش شماره <bdi>{{ order }}</bdi> ارسال شد.</p>",
+    ),
+    ("shipped", "fa", Channel.PUSH): ("سفارش ارسال شد", "سفارش شماره {{ order }} شما در راه است.", ""),
+    ("shipped", "fa", Channel.SMS): ("", "سفارش شماره {{ order }} شما ارسال شد.", ""),
     ("promo", "en", Channel.PUSH): ("{{ percent }}% off", "Everything is {{ percent }}% off until Sunday.", ""),
     ("promo", "ar", Channel.PUSH): ("خصم {{ percent }}٪", "خصم {{ percent }}٪ على كل شيء حتى يوم الأحد.", ""),
     ("promo", "en", Channel.EMAIL): (
@@ -82,6 +100,12 @@ TEMPLATES = {
         "خصم {{ percent }}٪ في عطلة نهاية الأسبوع",
         "خصم {{ percent }}٪ على كل شيء حتى يوم الأحد.",
         "<h2>خصم <bdi>{{ percent }}٪</bdi> في عطلة نهاية الأسبوع</h2><p>خصم على كل شيء حتى يوم الأحد.</p>",
+    ),
+    ("promo", "fa", Channel.PUSH): ("{{ percent }}٪ تخفیف", "تا یکشنبه {{ percent }}٪ تخفیف روی همه چیز.", ""),
+    ("promo", "fa", Channel.EMAIL): (
+        "{{ percent }}٪ تخفیف آخر هفته",
+        "تا یکشنبه {{ percent }}٪ تخفیف روی همه چیز.",
+        "<h2><bdi>{{ percent }}٪</bdi> تخفیف آخر هفته</h2><p>تا یکشنبه روی همه چیز تخفیف.</p>",
     ),
     # The in-app inbox: the subject is the message's title, the text its body.
     ("otp", "en", Channel.INAPP): ("Your login code", "Your code is {{ code }}. It expires in 5 minutes.", ""),
@@ -96,6 +120,13 @@ TEMPLATES = {
     ("promo", "ar", Channel.INAPP): (
         "خصم {{ percent }}٪ في عطلة نهاية الأسبوع",
         "خصم {{ percent }}٪ على كل شيء حتى يوم الأحد.",
+        "",
+    ),
+    ("otp", "fa", Channel.INAPP): ("کد ورود", "کد ورود شما {{ code }} است. این کد تا ۵ دقیقه اعتبار دارد.", ""),
+    ("shipped", "fa", Channel.INAPP): ("سفارش {{ order }} ارسال شد", "سفارش شماره {{ order }} شما در راه است.", ""),
+    ("promo", "fa", Channel.INAPP): (
+        "{{ percent }}٪ تخفیف آخر هفته",
+        "تا یکشنبه {{ percent }}٪ تخفیف روی همه چیز.",
         "",
     ),
 }
@@ -172,7 +203,7 @@ def _permissions(names: list[str]) -> list[Permission]:
 
 
 class Command(BaseCommand):
-    help = "Create (or refresh) the demo kinds, approved ar/en templates, recipients and staff users."
+    help = "Create (or refresh) the demo kinds, approved en/ar/fa templates, recipients and staff users."
 
     @transaction.atomic
     def handle(self, **options):
