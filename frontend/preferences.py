@@ -83,7 +83,7 @@ def kind_label(kind: Kind) -> str:
 
 
 def _groups(recipient: Recipient) -> list[dict]:
-    """Kinds by category, each with one toggle per channel (two queries)."""
+    """Kinds by category, a toggle for each channel a kind is sent by (``actions.channels_by_kind``): three queries."""
     chosen = {
         (kind_id, channel): enabled
         for kind_id, channel, enabled in Preference.objects.filter(recipient=recipient).values_list(
@@ -91,6 +91,7 @@ def _groups(recipient: Recipient) -> list[dict]:
         )
     }
     kinds = sorted(Kind.objects.exclude(name__in=HIDDEN_KINDS), key=lambda k: kind_label(k).casefold())
+    sendable = actions.channels_by_kind(kinds)
     groups = []
     for category, title, about in CATEGORIES:
         rows = [
@@ -106,7 +107,7 @@ def _groups(recipient: Recipient) -> list[dict]:
                         enabled=not kind.opt_out_allowed or chosen.get((kind.pk, channel), True),
                         locked=not kind.opt_out_allowed,
                     )
-                    for channel in kind.channels
+                    for channel in sendable[kind.pk]
                 ],
             }
             for kind in kinds

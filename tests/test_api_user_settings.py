@@ -11,10 +11,21 @@ def test_get_shows_every_kind_with_its_channels_defaulting_on(api):
     body = api.get("/api/v1/users/u-ar-1/preferences").json()
     assert (body["language"], body["time_zone"], body["quiet_hours"]) == ("ar", "Asia/Riyadh", None)
     assert body["kinds"]["promo"] == {
-        "category": "marketing", "opt_out_allowed": True, "channels": {"email": True, "push": True},
+        "category": "marketing", "opt_out_allowed": True, "channels": {"email": True, "push": True, "inapp": True},
     }  # fmt: skip
     assert body["kinds"]["otp"]["opt_out_allowed"] is False
     assert "digest" not in body["kinds"]
+
+
+def test_an_in_app_promo_is_a_promo_its_user_can_turn_off(api, send):
+    """A caller may name a channel outside the kind's routing ones: its users can turn that off too."""
+    offer = {"user_id": "u-ar-1", "kind": "promo", "channel": "inapp", "params": {"percent": "20"}}
+    assert send(offer, key="offer-1").json()["state"] == "queued"
+    response = api.put("/api/v1/users/u-ar-1/preferences", {"channels": {"promo": {"inapp": False}}}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["kinds"]["promo"]["channels"] == {"email": True, "push": True, "inapp": False}
+    answer = send(offer, key="offer-2").json()
+    assert (answer["state"], answer["reason"]) == ("suppressed", "opted-out")
 
 
 def test_put_changes_only_what_it_names(api):
@@ -26,7 +37,7 @@ def test_put_changes_only_what_it_names(api):
     assert response.status_code == 200
     body = response.json()
     assert body["quiet_hours"] == {"start": "22:00", "end": "07:00"}
-    assert body["kinds"]["promo"]["channels"] == {"email": False, "push": True}
+    assert body["kinds"]["promo"]["channels"] == {"email": False, "push": True, "inapp": True}
     assert (body["language"], body["time_zone"]) == ("ar", "Asia/Riyadh")
     assert Preference.objects.get(channel="email").enabled is False
 
@@ -43,7 +54,7 @@ def test_put_changes_only_what_it_names(api):
         ({"channels": {"otp": {"sms": False}}},
          {"channels.otp.sms": ["otp is a security message and cannot be turned off."]}),
         ({"channels": {"promo": {"sms": False}}},
-         {"channels.promo.sms": ["promo is not sent by sms; its channels are email, push."]}),
+         {"channels.promo.sms": ["promo is not sent by sms; its channels are email, push, inapp."]}),
         ({"channels": {"nope": {"email": False}}}, {"channels.nope": ["Unknown kind 'nope'."]}),
         ({"quiet_hours": {"start": "22:00", "end": "22:00"}},
          {"quiet_hours.end": ["Must differ from start (use null for no quiet hours)."]}),

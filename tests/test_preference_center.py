@@ -98,10 +98,11 @@ def test_the_page_is_never_cached_varies_on_htmx_and_keeps_the_link_from_other_s
 def test_it_shows_every_kind_by_category_times_its_channels(client):
     html = client.get(page_url("u-en-1")).content.decode()
     switches = re.findall(r'<input id="pref-([a-z]+)-([a-z]+)"', html)
+    # Each kind's routing channels, then the in-app inbox it has approved templates for: a caller may name it.
     assert switches == [
-        ("otp", "sms"), ("otp", "email"),
-        ("shipped", "email"), ("shipped", "push"), ("shipped", "sms"),
-        ("promo", "email"), ("promo", "push"),
+        ("otp", "sms"), ("otp", "email"), ("otp", "inapp"),
+        ("shipped", "email"), ("shipped", "push"), ("shipped", "sms"), ("shipped", "inapp"),
+        ("promo", "email"), ("promo", "push"), ("promo", "inapp"),
     ]  # fmt: skip
     headings = re.findall(r"<h3>(.*?)</h3>", html)
     assert headings == ["Security", "Updates", "Offers and news"]
@@ -127,7 +128,7 @@ def test_a_switch_shows_the_stored_choice(client):
 
 def test_the_page_costs_a_fixed_number_of_queries(client, django_assert_num_queries):
     url = page_url("u-en-1")
-    with django_assert_num_queries(3):  # recipient, preferences, kinds
+    with django_assert_num_queries(4):  # recipient, preferences, kinds, the channels of their approved templates
         client.get(url)
 
 

@@ -33,6 +33,7 @@ from backend.notifications.actions.delivery import (
 )
 from backend.notifications.actions.preferences import (
     PreferenceRefused,
+    channels_by_kind,
     check_preference,
     register_device,
     set_locale,
@@ -64,6 +65,7 @@ __all__ = [
     "accept_batch",
     "approval_problem",
     "approve_template",
+    "channels_by_kind",
     "check_preference",
     "claim",
     "claimable_sql",

@@ -1,5 +1,6 @@
 """Contact data, preferences, quiet hours, language, time zone and devices of a recipient."""
 
+from collections.abc import Iterable
 from datetime import time
 from typing import Any
 
@@ -8,10 +9,12 @@ from django.db import transaction
 from backend.notifications import locales
 from backend.notifications.models import (
     Category,
+    Channel,
     Device,
     Kind,
     Preference,
     Recipient,
+    TemplateVersion,
 )
 
 
@@ -32,23 +35,49 @@ def upsert_recipient(user_id: str, data: dict[str, Any]) -> tuple[Recipient, boo
 
 
 class PreferenceRefused(Exception):
-    """A preference that cannot be set (a security kind, a channel the kind does not use)."""
+    """A preference that cannot be set (a security kind, a channel the kind is not sent by)."""
 
 
-def check_preference(kind: Kind, channel: str, enabled: bool) -> None:
-    """Raise ``PreferenceRefused`` unless ``kind`` on ``channel`` may be set to ``enabled``."""
-    if channel not in kind.channels:
-        raise PreferenceRefused(f"{kind.name} is not sent by {channel}; its channels are {', '.join(kind.channels)}.")
+def channels_by_kind(kinds: Iterable[Kind]) -> dict[int, list[str]]:
+    """The channels each kind is sent by, by kind id (one query): its routing channels, then the others it can use.
+
+    A caller may name any channel (``POST /api/v1/notifications`` with ``channel``), not only the
+    kind's routing channels; the kind is sent by it once it has an approved template there. So each
+    of those is a channel its users must be able to turn off (a preference is per kind × channel,
+    DESIGN.md §2): an in-app promo is a promo too.
+    """
+    kinds = list(kinds)
+    approved = TemplateVersion.objects.filter(kind__in=kinds, status=TemplateVersion.Status.APPROVED)
+    others: dict[int, set[str]] = {}
+    for kind_id, channel in approved.values_list("kind_id", "channel").distinct():
+        others.setdefault(kind_id, set()).add(channel)
+    order = list(Channel.values)
+    return {
+        kind.pk: [*kind.channels, *sorted(others.get(kind.pk, set()) - set(kind.channels), key=order.index)]
+        for kind in kinds
+    }
+
+
+def check_preference(kind: Kind, channel: str, enabled: bool, channels: list[str] | None = None) -> None:
+    """Raise ``PreferenceRefused`` unless ``kind`` on ``channel`` may be set to ``enabled``.
+
+    ``channels`` are the kind's (``channels_by_kind``), read here when not given.
+    """
+    channels = channels_by_kind([kind])[kind.pk] if channels is None else channels
+    if channel not in channels:
+        raise PreferenceRefused(f"{kind.name} is not sent by {channel}; its channels are {', '.join(channels)}.")
     if not enabled and not kind.opt_out_allowed:
         raise PreferenceRefused(f"{kind.name} is a security message and cannot be turned off.")
 
 
-def set_preference(recipient: Recipient, kind: Kind, channel: str, enabled: bool) -> Preference:
+def set_preference(
+    recipient: Recipient, kind: Kind, channel: str, enabled: bool, channels: list[str] | None = None
+) -> Preference:
     """Turn one kind on one channel on or off for a user; security kinds cannot be turned off.
 
-    Raises ``PreferenceRefused``.
+    ``channels`` as for ``check_preference``. Raises ``PreferenceRefused``.
     """
-    check_preference(kind, channel, enabled)
+    check_preference(kind, channel, enabled, channels)
     preference, _ = Preference.objects.update_or_create(
         recipient=recipient, kind=kind, channel=channel, defaults={"enabled": enabled}
     )
@@ -56,16 +85,19 @@ def set_preference(recipient: Recipient, kind: Kind, channel: str, enabled: bool
 
 
 def set_marketing(recipient: Recipient, enabled: bool) -> int:
-    """Turn every marketing kind on every one of its channels on or off at once ("stop all marketing").
+    """Turn every marketing kind on every channel on or off at once ("stop all marketing").
 
-    Each pair is set as ``set_preference`` sets one, in one transaction; security and transactional
-    kinds are left as they are. Returns the number of kind × channel pairs set. A marketing kind
-    added later starts on, as it does for everyone (its Preference rows do not exist yet).
+    Every channel, not only those each kind is sent by today: a template a marketer approves later on
+    another channel finds the user who stopped marketing still stopped there. Security and
+    transactional kinds are left as they are; a marketing kind added later starts on, as it does for
+    everyone (its Preference rows do not exist yet). One transaction. Returns the pairs set.
     """
-    pairs = [(kind, channel) for kind in Kind.objects.filter(category=Category.MARKETING) for channel in kind.channels]
+    pairs = [(kind, channel) for kind in Kind.objects.filter(category=Category.MARKETING) for channel in Channel.values]
     with transaction.atomic():
         for kind, channel in pairs:
-            set_preference(recipient, kind, channel, enabled)
+            Preference.objects.update_or_create(
+                recipient=recipient, kind=kind, channel=channel, defaults={"enabled": enabled}
+            )
     return len(pairs)
 
 
@@ -76,9 +108,10 @@ def update_preferences(recipient: Recipient, data: dict[str, Any], kinds: dict[s
         if "quiet_hours" in data:
             hours = data["quiet_hours"] or {}
             set_quiet_hours(recipient, hours.get("start"), hours.get("end"))
+        sendable = channels_by_kind(kinds.values())
         for name, channels in data.get("channels", {}).items():
             for channel, enabled in channels.items():
-                set_preference(recipient, kinds[name], channel, enabled)
+                set_preference(recipient, kinds[name], channel, enabled, sendable[kinds[name].pk])
 
 
 def register_device(recipient: Recipient, platform: str, token: str, subscription: dict) -> tuple[Device, bool]:

@@ -66,13 +66,15 @@ class PreferencesSerializer(StrictSerializer):
 
 
 def preferences_document(recipient: Recipient) -> dict:
-    """Everything the user chose, and what each kind allows."""
+    """Everything the user chose, and what each kind allows: every channel it is sent by (``channels_by_kind``)."""
     chosen: dict[tuple[int, str], bool] = {
         (kind_id, channel): enabled
         for kind_id, channel, enabled in Preference.objects.filter(recipient=recipient).values_list(
             "kind_id", "channel", "enabled"
         )
     }
+    kinds = list(Kind.objects.exclude(name=Kind.DIGEST).order_by("name"))
+    sendable = actions.channels_by_kind(kinds)
     start, end = recipient.quiet_hours_start, recipient.quiet_hours_end
     return {
         "user_id": recipient.user_id,
@@ -83,9 +85,9 @@ def preferences_document(recipient: Recipient) -> dict:
             kind.name: {
                 "category": kind.category,
                 "opt_out_allowed": kind.opt_out_allowed,
-                "channels": {channel: chosen.get((kind.pk, channel), True) for channel in kind.channels},
+                "channels": {channel: chosen.get((kind.pk, channel), True) for channel in sendable[kind.pk]},
             }
-            for kind in Kind.objects.exclude(name=Kind.DIGEST).order_by("name")
+            for kind in kinds
         },
     }
 
@@ -110,6 +112,7 @@ class PreferencesView(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         kinds = {kind.name: kind for kind in Kind.objects.filter(name__in=data.get("channels", {}))}
+        sendable = actions.channels_by_kind(kinds.values())
         problems = {}
         for name, channels in data.get("channels", {}).items():
             if name not in kinds:
@@ -117,7 +120,7 @@ class PreferencesView(APIView):
                 continue
             for channel, enabled in channels.items():
                 try:
-                    actions.check_preference(kinds[name], channel, enabled)
+                    actions.check_preference(kinds[name], channel, enabled, sendable[kinds[name].pk])
                 except actions.PreferenceRefused as exc:
                     problems[f"channels.{name}.{channel}"] = [str(exc)]
         if problems:
