@@ -256,6 +256,11 @@ def test_a_thousand_refused_items_under_one_key_are_checked_together_not_one_rou
          {"idempotency_key": ["This field may not be blank."]}),
         ({"idempotency_key": "a\tb", "user_id": "u-ar-1", "kind": "shipped", "params": {"order": "1"}},
          {"idempotency_key": ["idempotency_key may not contain control characters."]}),
+        ({"idempotency_key": "a\x00b", "user_id": "u-ar-1", "kind": "shipped", "params": {"order": "1"}},
+         {"idempotency_key": ["text may not contain NUL characters."]}),  # the field is not named twice
+        ({"idempotency_key": "order-\u202e1234", "user_id": "u-ar-1", "kind": "shipped", "params": {"order": "1"}},
+         {"idempotency_key": ["idempotency_key may not contain bidirectional control characters "
+                              "(U+202A–U+202E, U+2066–U+2069)."]}),
         ({"idempotency_key": "k" * 256, "user_id": "u-ar-1", "kind": "shipped"},
          {"idempotency_key": ["Ensure this field has no more than 255 characters."]}),
         ({"idempotency_key": "k", "user_id": "u-ar-1", "kind": "shipped", "colour": "red"},

@@ -243,6 +243,16 @@ def test_a_utf8_idempotency_key_is_read_as_utf8(send):
     assert response.json()["idempotency_key"] == key
 
 
+@pytest.mark.parametrize("control", ["\u202e", "\u2066", "\u202a"], ids=["override", "isolate", "embedding"])
+def test_a_key_with_a_bidirectional_control_is_refused(send, control):
+    # "order-\u202e1234-exe.txt" would read "order-txt.exe-4321" wherever support sees the key.
+    response = send(SHIPPED, key=f"order-{control}1234-exe.txt".encode().decode("latin-1"))
+    assert (response.status_code, response.json()["message"]) == (
+        400, "'Idempotency-Key' may not contain bidirectional control characters (U+202A–U+202E, U+2066–U+2069).",
+    )  # fmt: skip
+    assert not Notification.objects.exists()
+
+
 def test_a_body_over_the_size_limit_is_a_413(api, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     response = api.post("/api/v1/notifications", {**SHIPPED, "params": {"x": "y" * 2000}}, format="json",

@@ -167,7 +167,7 @@ def test_bad_fields_are_a_422_naming_them(api, body, fields):
 def test_a_lone_surrogate_is_a_422(api):
     response = api.post(URL, '{"text": "a\\ud83d"}', content_type="application/json")
     assert (response.status_code, response.json()["fields"]) == (
-        422, {"text": ["text: text contains an unpaired surrogate (invalid UTF-16)."]},
+        422, {"text": ["text contains an unpaired surrogate (invalid UTF-16)."]},
     )  # fmt: skip
 
 

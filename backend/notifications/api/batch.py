@@ -16,7 +16,7 @@ from backend.notifications.actions.accept_batch import Outcome
 from backend.notifications.api import plain_send
 from backend.notifications.api.answers import answered
 from backend.notifications.api.errors import flatten, invalid_body
-from backend.notifications.api.parsers import BatchJSONParser, json_object, text_problem_at
+from backend.notifications.api.parsers import BatchJSONParser, json_object, text_problem_at, text_refusal
 from backend.notifications.api.serializers import (
     BatchItemSerializer,
     BatchRequestSerializer,
@@ -57,8 +57,7 @@ def _read(item: object, reader: BatchItemSerializer) -> actions.SendRequest | Re
         return 422, invalid_body({"body": ["Each item must be a JSON object: a send with its idempotency_key."]})
     problem = text_problem_at(item, "")
     if problem:
-        where, message = problem
-        return 422, invalid_body({where.split(".", 1)[0] or "body": [f"{where}: {message}" if where else message]})
+        return 422, invalid_body(text_refusal(*problem))
     fields = plain_send.plainly_valid_item(item)
     if fields is None:
         try:

@@ -60,6 +60,17 @@ def text_problem_at(value: object, path: str) -> tuple[str, str] | None:
     return None
 
 
+def text_refusal(where: str, message: str) -> dict[str, list[str]]:
+    """``text_problem_at``'s finding as field errors: under its top-level field, the path named when it is deeper.
+
+    ``{"params": ["params.order: text may not contain NUL characters."]}``, but
+    ``{"idempotency_key": ["text may not contain NUL characters."]}``: the answer's message puts the
+    field before its errors, and a path equal to the field would read twice.
+    """
+    field = where.split(".", 1)[0] or "body"
+    return {field: [f"{where}: {message}" if where and where != field else message]}
+
+
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     seen: dict = {}
     for key, value in pairs:
@@ -107,9 +118,7 @@ class StrictJSONParser(JSONParser):
             raise ParseError(MAX_DEPTH_MESSAGE)
         problem = text_problem_at(value, "") if self.check_text else None
         if problem:
-            where, message = problem
-            field = where.split(".", 1)[0] or "body"
-            raise ValidationError({field: [f"{where}: {message}" if where else message]})
+            raise ValidationError(text_refusal(*problem))
         return value
 
 

@@ -22,6 +22,7 @@ from backend.notifications.api.serializers import (
     user_id_problem,
 )
 from backend.notifications.models import ApiClient, Notification, Recipient
+from backend.notifications.rendering import BIDI_CONTROLS
 
 IDEMPOTENCY_KEY_MAX = 255
 # What idempotency_key accepts, as far as a pattern can say it: printable ASCII, no spaces at the ends.
@@ -55,6 +56,8 @@ def _notification(pk, client: ApiClient) -> Notification:
 def key_problem(key: str, name: str = "'Idempotency-Key'") -> str | None:
     """Why the stripped ``key`` cannot be an idempotency key (None when it can): 1–255 characters, no controls.
 
+    Neither C0/C1 controls nor bidirectional controls (Unicode TR #9 §2: embeddings, overrides, isolates).
+
     ``name`` is how the messages call it (the header, or a batch item's field).
     """
     if not key:
@@ -63,6 +66,9 @@ def key_problem(key: str, name: str = "'Idempotency-Key'") -> str | None:
         return f"{name} may be at most {IDEMPOTENCY_KEY_MAX} characters."
     if any(unicodedata.category(c) == "Cc" for c in key):
         return f"{name} may not contain control characters."
+    if BIDI_CONTROLS.intersection(key):
+        # Support searches and reads keys: an override (U+202E) would show one key as another, as for user ids.
+        return f"{name} may not contain bidirectional control characters (U+202A–U+202E, U+2066–U+2069)."
     return None
 
 
@@ -98,7 +104,8 @@ class NotificationCreateView(APIView):
                 description=(
                     "A stable name of the event (order-5012-shipped), never a random per-attempt id. "
                     f"1 to {IDEMPOTENCY_KEY_MAX} characters; surrounding spaces are trimmed. The server also "
-                    "takes UTF-8 text without control characters; printable ASCII is what every HTTP stack passes."
+                    "takes UTF-8 text without control or bidirectional control characters; printable ASCII is what "
+                    "every HTTP stack passes."
                 ),
             )
         ],
