@@ -242,12 +242,52 @@ class PreferenceInline(AutoDirection, admin.TabularInline):
     readonly_fields = ["updated_at"]
 
 
+class ContactsMasked:
+    """A recipient's email and phone masked for staff who are not superusers, and searched for whole only.
+
+    The support explorer shows contact data masked and reveals a value only through an audited button
+    (``support.reveal_contact``, a ``ContactReveal`` row); the admin audits nothing, so it shows no
+    more than the explorer does, and a prefix search (``+9665``) cannot spell a number out digit by
+    digit. ``masked`` maps each contact field to the method showing it masked, in lists and forms;
+    ``searched_whole`` names the search fields matched whole (Django's ``=``: case-insensitive, exact).
+    """
+
+    masked: dict[str, str] = {}
+    searched_whole: tuple[str, ...] = ()
+
+    def get_list_display(self, request):
+        shown = super().get_list_display(request)
+        return shown if request.user.is_superuser else [self.masked.get(f, f) for f in shown]
+
+    def get_search_fields(self, request):
+        fields = super().get_search_fields(request)
+        return fields if request.user.is_superuser else [f"={f}" if f in self.searched_whole else f for f in fields]
+
+
 @admin.register(Recipient)
-class RecipientAdmin(UniqueRaceAnswered, ListedFiltersOnly, admin.ModelAdmin):
+class RecipientAdmin(ContactsMasked, UniqueRaceAnswered, ListedFiltersOnly, admin.ModelAdmin):
     inlines = [DeviceInline, PreferenceInline]
     list_display = ["user_id", "email", "phone", "language", "time_zone", "email_bounced_at", "phone_disabled_at"]
     list_filter = ["language"]
     search_fields = ["user_id", "email", "phone"]
+    masked = {"email": "masked_email", "phone": "masked_phone"}
+    searched_whole = ("email", "phone")
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        return fields if request.user.is_superuser else [self.masked.get(f, f) for f in fields]
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = list(super().get_readonly_fields(request, obj))
+        return readonly if request.user.is_superuser else [*readonly, *self.masked.values()]
+
+    @admin.display(description="email")
+    def masked_email(self, recipient: Recipient) -> str:
+        return masking.mask_email(recipient.email)
+
+    @admin.display(description="phone")
+    def masked_phone(self, recipient: Recipient) -> str:
+        return masking.mask_phone(recipient.phone)
 
 
 class StateChangeInline(ReadOnly, admin.TabularInline):
@@ -263,7 +303,7 @@ class AttemptInline(ReadOnly, admin.TabularInline):
 
 
 @admin.register(Notification)
-class NotificationAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
+class NotificationAdmin(ContactsMasked, ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
     list_display = [
         "created_at",
         "recipient",
@@ -286,6 +326,7 @@ class NotificationAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
         "provider_ref",
     ]
     list_select_related = ["recipient", "kind"]
+    searched_whole = ("recipient__email", "recipient__phone")
     inlines = [StateChangeInline, AttemptInline]
     # Params only through masked_params: secret ones (OTP codes) are never shown (masking.py).
     exclude = ["params"]
