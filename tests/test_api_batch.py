@@ -283,7 +283,7 @@ def test_a_bad_item_is_a_422_result_and_the_others_are_sent(api, item, fields):
         ("[]", "The body must be a JSON object."),
         ('{"items": {}}', 'The body must be {"items": [...]}: a list of sends, each with its idempotency_key.'),
         ('{"items": [], "x": 1}', 'The body must be {"items": [...]}: a list of sends, each with its idempotency_key.'),
-        ('{"items": []}', "A batch holds 1 to 1000 items; this one has 0. Split it."),
+        ('{"items": []}', "A batch holds 1 to 1000 items; this one has none."),
         ('{"items": [' + ",".join(["{}"] * 1001) + "]}", "A batch holds 1 to 1000 items; this one has 1001. Split it."),
     ],
 )

@@ -43,7 +43,9 @@ def batch_items(request: Request) -> list:
     if set(body) != {"items"} or not isinstance(body["items"], list):
         raise ParseError('The body must be {"items": [...]}: a list of sends, each with its idempotency_key.')
     items = body["items"]
-    if not 1 <= len(items) <= actions.MAX_BATCH:
+    if not items:
+        raise ParseError(f"A batch holds 1 to {actions.MAX_BATCH} items; this one has none.")
+    if len(items) > actions.MAX_BATCH:
         raise ParseError(f"A batch holds 1 to {actions.MAX_BATCH} items; this one has {len(items)}. Split it.")
     return items
 
