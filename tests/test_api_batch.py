@@ -357,13 +357,25 @@ items = [{"idempotency_key": f"k-{n}", "user_id": f"c-{n}", "kind": "shipped", "
          for n in range(300)]
 first = api.post("/api/v1/notifications/batch", {"items": items}, format="json").json()
 again = api.post("/api/v1/notifications/batch", {"items": items}, format="json").json()
-print("RESULT" + json.dumps([first["accepted"], again["duplicates"], Notification.objects.count()]))
+rows = Notification.objects.prefetch_related("state_changes")
+one_instant = sum(n.created_at == n.updated_at == n.queued_at == n.state_changes.all()[0].at for n in rows)
+print("RESULT" + json.dumps([first["accepted"], again["duplicates"], Notification.objects.count(), one_instant]))
 """
 
 
 def test_the_embedded_default_sqlite_takes_a_batch(tmp_path):
     result = run_embedded(tmp_path, EMBEDDED)
-    assert result == [300, 300, 300]
+    # Each row created, queued and given its first history at the one instant of its acceptance.
+    assert result == [300, 300, 300, 300]
+
+
+def test_a_row_is_created_queued_and_given_its_history_at_one_instant(api, customers):
+    results = post_batch(api, [shipped(user, n) for n, user in enumerate(customers[:3])]).json()["results"]
+    for result in results:
+        body = result["body"]
+        assert body["created_at"] == body["queued_at"] == body["state_history"][0]["at"], body
+    stored = Notification.objects.values_list("created_at", "updated_at", "queued_at")
+    assert all(created == updated == queued for created, updated, queued in stored)
 
 
 def test_the_rate_limits_count_a_batch_as_they_count_single_sends(api, settings):
@@ -562,7 +574,7 @@ def test_a_batch_the_database_failed_to_store_keeps_no_place_in_the_rate_limits(
     settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 1}}}
     stored = accept_batch.insert_accepted
 
-    def lost_connection(rows):
+    def lost_connection(rows, now):
         raise OperationalError("server closed the connection unexpectedly")
 
     monkeypatch.setattr(accept_batch, "insert_accepted", lost_connection)

@@ -146,7 +146,7 @@ def test_a_send_the_database_failed_to_store_keeps_no_place_in_the_rate_limit(se
     settings.NOTIFY = {**settings.NOTIFY, "RATE_LIMITS": {"transactional": {"h": 1}}}
     stored = accept.insert_accepted
 
-    def lost_connection(rows):
+    def lost_connection(rows, now):
         raise OperationalError("server closed the connection unexpectedly")
 
     monkeypatch.setattr(accept, "insert_accepted", lost_connection)
@@ -390,6 +390,13 @@ def test_a_persian_user_gets_the_persian_template(send):
     response = send({"user_id": "u-fa-1", "kind": "shipped", "params": {"order": "77"}}, key="order-77-shipped")
     assert response.json().get("template") == "shipped/fa/email v1", response.json()
     assert response.json()["preview"] == "سفارش 77 شما ارسال شد"
+
+
+def test_a_send_is_created_queued_and_given_its_history_at_one_instant(send):
+    body = send(SHIPPED).json()
+    assert body["created_at"] == body["queued_at"] == body["state_history"][0]["at"], body
+    notification = Notification.objects.get(pk=body["id"])
+    assert notification.created_at == notification.updated_at == notification.queued_at
 
 
 def test_get_shows_state_history_and_attempts(api, send):

@@ -270,7 +270,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     checked = check(request, kind, recipient, facts, version_for)
     decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now, facts)
     prepared = build(request, client, kind, recipient, checked, decision, now)
-    change = _store(prepared) if prepared.digest_at is None else _store_with_digest(prepared)
+    change = _store(prepared, now) if prepared.digest_at is None else _store_with_digest(prepared)
     if change is None:
         # The UNIQUE index refused it: a concurrent request with this key won the race, or Redis had
         # forgotten the key. A duplicate keeps no place in the rate limits its decision counted it in.
@@ -282,11 +282,11 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
     return Accepted(prepared.notification, duplicate=False, history=(change,))
 
 
-def _store(prepared: Prepared) -> StateChange | None:
-    """Insert the row and its first history row (one statement on PostgreSQL); None when its key is taken."""
+def _store(prepared: Prepared, now: datetime) -> StateChange | None:
+    """Insert the row and its first history row at ``now`` (one statement on PostgreSQL); None when its key is taken."""
     notification = prepared.notification
     with policy.uncounted_on_failure(prepared.counted):
-        change = insert_accepted([prepared]).get(notification.pk)
+        change = insert_accepted([prepared], now).get(notification.pk)
     if change is not None and notification.state == State.QUEUED:
         enqueue_on_commit(notification)
     return change

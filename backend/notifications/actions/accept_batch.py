@@ -189,10 +189,10 @@ def _as_duplicate(
 
 def _store(requests: list[SendRequest], client: ApiClient | None) -> list[Outcome]:
     """Check, decide and insert requests with distinct new keys; their outcomes, in order."""
-    checked = _prepare_all(requests, client)
+    checked, now = _prepare_all(requests, client)
     rows = [outcome for outcome in checked if isinstance(outcome, Prepared)]
     with policy.uncounted_on_failure(e for prepared in rows for e in prepared.counted), transaction.atomic():
-        changes = insert_accepted(rows)
+        changes = insert_accepted(rows, now)
         inserted = set(changes)
         for prepared in rows:
             if prepared.notification.pk in inserted and prepared.digest_at is not None:
@@ -263,8 +263,8 @@ def _check_all(requests: list[SendRequest]) -> tuple[list[_Passed | AcceptError]
     return out, now
 
 
-def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> list[Prepared | Exception]:
-    """``accept``'s checks (``_check_all``), policy and row for each request.
+def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> tuple[list[Prepared | Exception], datetime]:
+    """``accept``'s checks (``_check_all``), policy and row for each request; and the instant they were decided at.
 
     The policy decides them together (``policy.decide_many``: one Redis pipeline for the rate limits).
     """
@@ -284,7 +284,7 @@ def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> list[
             out[i] = decision
         else:
             out[i] = build(requests[i], client, case.kind, case.recipient, checked, decision, now, new_notification)
-    return out  # type: ignore[return-value]  # every slot is filled above
+    return out, now  # type: ignore[return-value]  # every slot is filled above
 
 
 def _remembering(

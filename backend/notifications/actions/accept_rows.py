@@ -30,7 +30,6 @@ from operator import attrgetter
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.models import DateField, DateTimeField, Field, JSONField
-from django.utils import timezone
 
 from backend.notifications import instances, metric_counters, rate_limits
 from backend.notifications.models import Notification, StateChange
@@ -51,21 +50,22 @@ class Prepared:
     counted: tuple[rate_limits.Event, ...] = ()
 
 
-def insert_accepted(rows: list[Prepared]) -> dict[uuid.UUID, StateChange]:
+def insert_accepted(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, StateChange]:
     """Insert each row with its first StateChange unless its key is taken; the StateChanges by notification id.
 
-    The ids missing from the answer were not inserted. Inserted notifications become saved model
-    instances (``_state.adding`` False).
+    ``now`` is the instant the rows were accepted at, the ``now`` that ``build`` stamped their
+    ``queued_at`` with: their ``created_at`` and ``updated_at`` and their first history row take it
+    too, so that no row reads queued before it was created. The ids missing from the answer were not
+    inserted. Inserted notifications become saved model instances (``_state.adding`` False).
     """
     if not rows:
         return {}
     rows = sorted(rows, key=lambda prepared: prepared.notification.idempotency_key)
-    now = timezone.now()
     if connection.vendor == "postgresql":
         changes = _insert_postgresql(rows, now)
     else:
         with transaction.atomic():
-            changes = _insert_in_chunks(rows)
+            changes = _insert_in_chunks(rows, now)
     made = []
     for prepared in rows:
         notification = prepared.notification
@@ -129,7 +129,7 @@ def _statement(rows: list[Prepared], now: datetime) -> tuple[str, list]:
     The ``auto_now`` / ``auto_now_add`` fields (created, updated) take ``now``, the time of the rows'
     first history, as their ``pre_save`` would; every other field's ``pre_save`` reads the attribute,
     so a row's values are read in one ``attrgetter`` call instead of one ``pre_save`` per field. (On
-    SQLite, ``_insert_in_chunks`` calls each row's ``pre_save``, which stamps its own time.)
+    SQLite, ``_insert_in_chunks`` stamps them with ``now`` too, and calls the other fields' ``pre_save``.)
     """
     values, stamped, json_columns = _row_reader()
     for prepared in rows:
@@ -194,17 +194,27 @@ def _insert_postgresql(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, S
     return changes
 
 
-def _insert_in_chunks(rows: list[Prepared]) -> dict[uuid.UUID, StateChange]:
+def _insert_in_chunks(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, StateChange]:
     """SQLite: the rows as VALUES lists, as many per statement as its parameter limit allows, then their history."""
     fields, insert, conflict = _columns()
+    _, stamped, _ = _row_reader()
+    for prepared in rows:
+        for attname in stamped:
+            setattr(prepared.notification, attname, now)
     placeholder = "(" + ", ".join(["%s"] * len(fields)) + ")"
     size = connection.ops.bulk_batch_size(fields, rows)
     inserted: set[uuid.UUID] = set()
     with connection.cursor() as cursor:
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]
+            # The stamped fields' pre_save would take a time of its own: they carry ``now`` already.
             params = [
-                field.get_db_prep_save(field.pre_save(prepared.notification, add=True), connection=connection)
+                field.get_db_prep_save(
+                    getattr(prepared.notification, field.attname)
+                    if field.attname in stamped
+                    else field.pre_save(prepared.notification, add=True),
+                    connection=connection,
+                )
                 for prepared in chunk
                 for field in fields
             ]
@@ -219,4 +229,8 @@ def _insert_in_chunks(rows: list[Prepared]) -> dict[uuid.UUID, StateChange]:
         for p in rows
         if p.notification.pk in inserted
     )
+    # ``at`` is auto_now_add: bulk_create stamps a time of its own, put back to the rows' ``now``.
+    StateChange.objects.filter(pk__in=[change.pk for change in changes]).update(at=now)
+    for change in changes:
+        change.at = now
     return {change.notification_id: change for change in changes}
