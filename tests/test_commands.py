@@ -145,5 +145,19 @@ def test_demo_data_can_run_twice():
     assert Recipient.objects.get(user_id="u-ar-1").language == "ar"
 
 
+@pytest.mark.django_db
+def test_the_demo_roles_name_permissions_that_exist_and_a_wrong_name_is_an_error():
+    from django.contrib.auth.models import Permission
+
+    from backend.notifications.management.commands.demo_data import _permissions
+
+    found = _permissions(["view_kind", "campaigns.view_campaign", "support.use_explorer"])
+    assert sorted((p.content_type.app_label, p.codename) for p in found) == [
+        ("campaigns", "view_campaign"), ("notifications", "view_kind"), ("support", "use_explorer"),
+    ]  # fmt: skip
+    with pytest.raises(Permission.DoesNotExist, match=r"No permission campaigns\.view_kind, notifications\.fly"):
+        _permissions(["view_kind", "fly", "campaigns.view_kind"])
+
+
 def test_run_scheduler_once_reports_what_it_did():
     assert run("run_scheduler", "--once").strip() == "sweep: 0 stale sending, 0 stale queued, 0 scheduled released"
