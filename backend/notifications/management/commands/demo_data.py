@@ -254,17 +254,20 @@ class Command(BaseCommand):
             )
             # A phone app registered with FCM (the demo's stub accepts any token).
             Device.objects.get_or_create(recipient=recipient, platform=Device.Platform.FCM, token=f"demo-fcm-{user_id}")
+        groups = {}
         for group_name, codenames in GROUP_PERMISSIONS.items():
-            group, _ = Group.objects.get_or_create(name=group_name)
-            group.permissions.set(_permissions(codenames))
+            groups[group_name], _ = Group.objects.get_or_create(name=group_name)
+            groups[group_name].permissions.set(_permissions(codenames))
+        # One read and one write a user (a get_or_create, then a save, took five queries in savepoints).
+        stored = {user.username: user for user in User.objects.filter(username__in=STAFF)}
         for username, (group_name, superuser) in STAFF.items():
-            user, _ = User.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})
+            user = stored.get(username) or User(username=username, email=f"{username}@example.com")
             user.is_staff = True
             user.is_superuser = superuser
             user.set_password(DEMO_PASSWORD)
             user.save()
             if group_name:
-                user.groups.add(Group.objects.get_or_create(name=group_name)[0])
+                user.groups.add(groups[group_name])
         self.stdout.write(
             f"Demo data: {len(KINDS)} kinds, {len(TEMPLATES)} templates, {len(RECIPIENTS)} recipients, "
             f"staff {', '.join(STAFF)} (password {DEMO_PASSWORD!r})."
