@@ -61,6 +61,10 @@ def insert_accepted(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, Stat
     if not rows:
         return {}
     rows = sorted(rows, key=lambda prepared: prepared.notification.idempotency_key)
+    _, stamped, _ = _row_reader()
+    for prepared in rows:  # what the auto_now / auto_now_add fields' pre_save would do, with the one instant
+        for attname in stamped:
+            setattr(prepared.notification, attname, now)
     if connection.vendor == "postgresql":
         changes = _insert_postgresql(rows, now)
     else:
@@ -126,15 +130,11 @@ def _statement(rows: list[Prepared], now: datetime) -> tuple[str, list]:
 
     psycopg packs each array parameter in Python (about a tenth of a single send's CPU went to its
     26 arrays of one value); for a batch, arrays keep the parameter count at 29 whatever its size.
-    The ``auto_now`` / ``auto_now_add`` fields (created, updated) take ``now``, the time of the rows'
-    first history, as their ``pre_save`` would; every other field's ``pre_save`` reads the attribute,
-    so a row's values are read in one ``attrgetter`` call instead of one ``pre_save`` per field. (On
-    SQLite, ``_insert_in_chunks`` stamps them with ``now`` too, and calls the other fields' ``pre_save``.)
+    The ``auto_now`` / ``auto_now_add`` fields (created, updated) carry ``now`` already
+    (``insert_accepted`` stamps them); every other field's ``pre_save`` reads the attribute, so a row's
+    values are read in one ``attrgetter`` call instead of one ``pre_save`` per field.
     """
-    values, stamped, json_columns = _row_reader()
-    for prepared in rows:
-        for attname in stamped:
-            setattr(prepared.notification, attname, now)
+    values, _, json_columns = _row_reader()
     columns = [list(column) for column in zip(*(values(prepared.notification) for prepared in rows), strict=True)]
     for index, encoder in json_columns:
         columns[index] = [None if value is None else json.dumps(value, cls=encoder) for value in columns[index]]
@@ -198,16 +198,13 @@ def _insert_in_chunks(rows: list[Prepared], now: datetime) -> dict[uuid.UUID, St
     """SQLite: the rows as VALUES lists, as many per statement as its parameter limit allows, then their history."""
     fields, insert, conflict = _columns()
     _, stamped, _ = _row_reader()
-    for prepared in rows:
-        for attname in stamped:
-            setattr(prepared.notification, attname, now)
     placeholder = "(" + ", ".join(["%s"] * len(fields)) + ")"
     size = connection.ops.bulk_batch_size(fields, rows)
     inserted: set[uuid.UUID] = set()
     with connection.cursor() as cursor:
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]
-            # The stamped fields' pre_save would take a time of its own: they carry ``now`` already.
+            # The stamped fields' pre_save would take a time of its own: they carry ``now`` (insert_accepted).
             params = [
                 field.get_db_prep_save(
                     getattr(prepared.notification, field.attname)
