@@ -263,6 +263,14 @@ class ContactsMasked:
         fields = super().get_search_fields(request)
         return fields if request.user.is_superuser else [f"={f}" if f in self.searched_whole else f for f in fields]
 
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        return fields if request.user.is_superuser else [self.masked.get(f, f) for f in fields]
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = list(super().get_readonly_fields(request, obj))
+        return readonly if request.user.is_superuser else [*readonly, *self.masked.values()]
+
 
 @admin.register(Recipient)
 class RecipientAdmin(ContactsMasked, UniqueRaceAnswered, ListedFiltersOnly, admin.ModelAdmin):
@@ -272,14 +280,6 @@ class RecipientAdmin(ContactsMasked, UniqueRaceAnswered, ListedFiltersOnly, admi
     search_fields = ["user_id", "email", "phone"]
     masked = {"email": "masked_email", "phone": "masked_phone"}
     searched_whole = ("email", "phone")
-
-    def get_fields(self, request, obj=None):
-        fields = super().get_fields(request, obj)
-        return fields if request.user.is_superuser else [self.masked.get(f, f) for f in fields]
-
-    def get_readonly_fields(self, request, obj=None):
-        readonly = list(super().get_readonly_fields(request, obj))
-        return readonly if request.user.is_superuser else [*readonly, *self.masked.values()]
 
     @admin.display(description="email")
     def masked_email(self, recipient: Recipient) -> str:

@@ -90,14 +90,13 @@ def set_marketing(recipient: Recipient, enabled: bool) -> int:
     Every channel, not only those each kind is sent by today: a template a marketer approves later on
     another channel finds the user who stopped marketing still stopped there. Security and
     transactional kinds are left as they are; a marketing kind added later starts on, as it does for
-    everyone (its Preference rows do not exist yet). One transaction. Returns the pairs set.
+    everyone (its Preference rows do not exist yet). Each pair is set as ``set_preference`` sets one,
+    every channel allowed, in one transaction. Returns the pairs set.
     """
     pairs = [(kind, channel) for kind in Kind.objects.filter(category=Category.MARKETING) for channel in Channel.values]
     with transaction.atomic():
         for kind, channel in pairs:
-            Preference.objects.update_or_create(
-                recipient=recipient, kind=kind, channel=channel, defaults={"enabled": enabled}
-            )
+            set_preference(recipient, kind, channel, enabled, Channel.values)
     return len(pairs)
 
 
