@@ -200,8 +200,11 @@ def _permissions(names: list[str]) -> list[Permission]:
     """
     wanted = {(app_label or "notifications", codename) for app_label, _, codename in (n.rpartition(".") for n in names)}
     rows = Permission.objects.filter(codename__in={codename for _, codename in wanted}).select_related("content_type")
-    found = {(p.content_type.app_label, p.codename): p for p in rows}
-    found = {pair: permission for pair, permission in found.items() if pair in wanted}
+    found = {}
+    for permission in rows:  # the codename alone may match another app's permission too
+        pair = (permission.content_type.app_label, permission.codename)
+        if pair in wanted:
+            found[pair] = permission
     if missing := sorted(wanted - set(found)):
         raise Permission.DoesNotExist(f"No permission {', '.join('.'.join(pair) for pair in missing)}")
     return list(found.values())
@@ -230,7 +233,7 @@ class Command(BaseCommand):
             )
         # A saved version never changes: a refresh keeps an existing v1 as it is and adds the missing ones,
         # in one INSERT (every test that loads the demo data runs this: one get_or_create each was a fifth of it).
-        stored = set(
+        stored_versions = set(
             TemplateVersion.objects.filter(kind__in=kinds.values(), version=1).values_list(
                 "kind__name", "language", "channel"
             )
@@ -242,7 +245,7 @@ class Command(BaseCommand):
                 html_body=html, status=TemplateVersion.Status.APPROVED, approved_at=now,
             )
             for (kind, language, channel), (subject, text, html) in TEMPLATES.items()
-            if (kind, language, channel) not in stored
+            if (kind, language, channel) not in stored_versions
         ]  # fmt: skip
         for version in missing:  # what save() sets, which bulk_create skips
             version.content_hash = version.compute_content_hash()
@@ -259,9 +262,9 @@ class Command(BaseCommand):
             groups[group_name], _ = Group.objects.get_or_create(name=group_name)
             groups[group_name].permissions.set(_permissions(codenames))
         # One read and one write a user (a get_or_create, then a save, took five queries in savepoints).
-        stored = {user.username: user for user in User.objects.filter(username__in=STAFF)}
+        stored_users = {user.username: user for user in User.objects.filter(username__in=STAFF)}
         for username, (group_name, superuser) in STAFF.items():
-            user = stored.get(username) or User(username=username, email=f"{username}@example.com")
+            user = stored_users.get(username) or User(username=username, email=f"{username}@example.com")
             user.is_staff = True
             user.is_superuser = superuser
             user.set_password(DEMO_PASSWORD)
