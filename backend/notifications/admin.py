@@ -228,13 +228,6 @@ class TemplateVersionAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
         return format_html('<a href="{}">{}</a>', reverse("frontend:template-version", args=[version.pk]), label)
 
 
-class DeviceInline(AutoDirection, admin.TabularInline):
-    model = Device
-    extra = 0
-    fields = ["platform", "token", "last_seen_at", "disabled_at", "disabled_reason"]
-    readonly_fields = ["last_seen_at", "disabled_at", "disabled_reason"]
-
-
 class PreferenceInline(AutoDirection, admin.TabularInline):
     model = Preference
     extra = 0
@@ -243,7 +236,7 @@ class PreferenceInline(AutoDirection, admin.TabularInline):
 
 
 class ContactsMasked:
-    """A recipient's email and phone masked for staff who are not superusers, and searched for whole only.
+    """Contact data (email, phone, push tokens) masked for staff who are not superusers, and searched for whole only.
 
     The support explorer shows contact data masked and reveals a value only through an audited button
     (``support.reveal_contact``, a ``ContactReveal`` row); the admin audits nothing, so it shows no
@@ -270,6 +263,18 @@ class ContactsMasked:
     def get_readonly_fields(self, request, obj=None):
         readonly = list(super().get_readonly_fields(request, obj))
         return readonly if request.user.is_superuser else [*readonly, *self.masked.values()]
+
+
+class DeviceInline(ContactsMasked, AutoDirection, admin.TabularInline):
+    model = Device
+    extra = 0
+    fields = ["platform", "token", "last_seen_at", "disabled_at", "disabled_reason"]
+    readonly_fields = ["last_seen_at", "disabled_at", "disabled_reason"]
+    masked = {"token": "masked_token"}
+
+    @admin.display(description="token")
+    def masked_token(self, device: Device) -> str:
+        return masking.mask_push_token(device.platform, device.token)
 
 
 @admin.register(Recipient)

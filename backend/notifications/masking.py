@@ -1,4 +1,4 @@
-"""Contact data shown to people (``mask_phone``, ``mask_email``), and secret params.
+"""Contact data shown to people (``mask_phone``, ``mask_email``, ``mask_push_token``), and secret params.
 
 Secret params (OTP codes): the kind declares them, and staff, logs and API reads see ``MASK`` instead.
 
@@ -20,6 +20,7 @@ else a person or a log can see is masked here:
 """
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from backend.notifications import rendering
 from backend.notifications.models import Kind, TemplateVersion
@@ -95,3 +96,21 @@ def mask_email(email: str) -> str:
     if not at:
         return "•••" if email else ""
     return f"{local[:1]}•••@{domain}"
+
+
+def mask_push_token(platform: str, token: str) -> str:
+    """A push device's token as staff see it: ``•••`` and its last six characters.
+
+    An FCM registration token (``fcm``) is an address anyone holding the project's server key can push
+    to; a Web Push endpoint (``webpush``) is a capability URL. Neither is shown whole to staff: the last
+    six characters tell two devices apart, and for Web Push the push service's host is kept too
+    (``https://fcm.googleapis.com/•••x1y2z3``), which says whose service it is.
+    """
+    if len(token) <= 12:
+        return "•••" if token else ""
+    tail = f"•••{token[-6:]}"
+    if platform == "webpush":
+        parts = urlsplit(token)
+        if parts.scheme and parts.hostname:
+            return f"{parts.scheme}://{parts.hostname}/{tail}"
+    return tail

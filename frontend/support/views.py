@@ -18,7 +18,7 @@ from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from backend.notifications import actions
-from backend.notifications.masking import mask_email, mask_phone
+from backend.notifications.masking import mask_email, mask_phone, mask_push_token
 from backend.notifications.models import (
     Channel,
     Kind,
@@ -168,7 +168,7 @@ def _recipient(user_id: str) -> Recipient:
 @require_GET
 @staff_only(USE)
 def user_page(request: HttpRequest, user_id: str) -> HttpResponse:
-    """One user: masked contact data, devices and why any is disabled, preferences, recent history."""
+    """One user: masked contact data, devices (tokens masked) and why any is disabled, preferences, recent history."""
     recipient = _recipient(user_id)
     recent = list(
         Notification.objects.filter(recipient=recipient).select_related("kind", "recipient")
@@ -176,7 +176,8 @@ def user_page(request: HttpRequest, user_id: str) -> HttpResponse:
     )  # fmt: skip
     context = {
         "recipient": recipient, "phone": mask_phone(recipient.phone), "email": mask_email(recipient.email),
-        "devices": list(recipient.devices.all()), "can_reveal": request.user.has_perm(REVEAL),
+        "devices": [(d, mask_push_token(d.platform, d.token)) for d in recipient.devices.all()],
+        "can_reveal": request.user.has_perm(REVEAL),
         "preferences": list(Preference.objects.filter(recipient=recipient).select_related("kind")
                             .order_by("kind__name", "channel")),
         "rows": [_row(n) for n in recent], "more": len(recent) == USER_HISTORY, **_kept(),

@@ -144,7 +144,8 @@ class Device(models.Model):
         constraints = [models.UniqueConstraint(fields=["platform", "token"], name="device_token_unique")]
 
     def __str__(self) -> str:
-        return f"{self.platform}:{self.token[:16]}…"
+        # The last six characters only: the admin shows this to staff (masking.mask_push_token).
+        return f"{self.platform}:•••{self.token[-6:]}"
 
 
 class Preference(models.Model):

@@ -157,10 +157,11 @@ GROUP_PERMISSIONS = {
         "support.reveal_contact",  # show a masked phone or email (audited)
     ],
     "template editor": ["view_kind", "view_templateversion", "add_templateversion", "change_templateversion"],
+    # Marketers and approvers work with segments' counts and samples, never a person's contact data:
+    # no view_recipient (the admin's recipients list), which only support agents need.
     "marketer": [
         "view_kind",
         "view_templateversion",
-        "view_recipient",
         "campaigns.add_campaign",
         "campaigns.change_campaign",
         "campaigns.view_campaign",
@@ -173,7 +174,6 @@ GROUP_PERMISSIONS = {
     "approver": [
         "view_kind",
         "view_templateversion",
-        "view_recipient",
         "approve_templateversion",
         "campaigns.view_campaign",
         "campaigns.approve_campaign",
