@@ -10,11 +10,12 @@ surrogate pair.
 """
 
 import dataclasses
+import random
 
 import pytest
 
 from backend.notifications import sms_encoding
-from backend.notifications.sms_encoding import REPLACEMENTS, analyze, replace_lookalikes
+from backend.notifications.sms_encoding import REPLACEMENTS, analyze, encoding_and_segments, replace_lookalikes
 
 GSM, UCS = "GSM-7", "UCS-2"
 
@@ -109,6 +110,26 @@ def test_encoding_units_and_segments(text, encoding, units, segments):
     assert (analysis.encoding, analysis.units, analysis.segments) == (encoding, units, segments)
     assert len(analysis.parts) == segments
     assert "".join(analysis.parts) == text
+
+
+@pytest.mark.parametrize(("text", "encoding", "units", "segments"), TABLE)
+def test_the_engines_count_bills_the_same_segments(text, encoding, units, segments):
+    # What a delivery prices each SMS by: the same encoding and segments without the parts.
+    assert encoding_and_segments(text) == (encoding, segments)
+
+
+def test_the_engines_count_agrees_with_analyze_on_mixed_texts():
+    # Texts around the limits (70/67 units, 160/153 septets) mixing what changes the count: extension
+    # characters (2 septets), emoji (surrogate pairs), Arabic, joiners; half of them GSM-7 only, half
+    # with one UCS-2 character at most every few. A fixed seed: the same 2,000 texts every run.
+    gsm = ["A", " ", "]", "€", "\f", "é"]
+    mixed = [*gsm, BEH, SMILE, "\u200c", "’"]
+    rng = random.Random(20261202)
+    for n in range(2000):
+        pool, weights = (gsm, [60, 15, 4, 2, 1, 3]) if n % 2 else (mixed, [40, 10, 3, 2, 1, 3, 8, 2, 1, 1])
+        text = "".join(rng.choices(pool, weights=weights, k=rng.randint(0, 340)))
+        analysis = analyze(text)
+        assert encoding_and_segments(text) == (analysis.encoding, analysis.segments), text
 
 
 def test_the_table_has_at_least_40_texts():

@@ -121,11 +121,11 @@ def sms_cost(message: OutboundMessage, provider: Provider, recipient: Recipient 
     phone and it is known, else parsed from the number. The cost is left empty when the price list has no
     row for that provider and country, or the number has no country.
     """
-    analysis = sms_encoding.analyze(message.text)
-    fields = {"sms_encoding": analysis.encoding, "sms_segments": analysis.segments}
+    encoding, segments = sms_encoding.encoding_and_segments(message.text)
+    fields = {"sms_encoding": encoding, "sms_segments": segments}
     country = recipient.known_phone_country if recipient is not None and message.to == recipient.phone else ""
     try:
-        quote = pricing.price_message(analysis.segments, message.to, provider.__class__.name, country)
+        quote = pricing.price_message(segments, message.to, provider.__class__.name, country)
     except pricing.PricingError:
         return fields
     return {**fields, "cost": quote.per_message, "currency": quote.currency}

@@ -21,7 +21,7 @@ _ACCOUNT = {"4": "invalid credentials", "8": "partner account barred", "11": "ac
 def _is_gsm7(text: str) -> bool:
     from backend.notifications import sms_encoding
 
-    return sms_encoding.analyze(text).encoding == "GSM-7"
+    return sms_encoding.encoding_and_segments(text)[0] == sms_encoding.GSM7
 
 
 @register
