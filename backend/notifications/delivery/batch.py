@@ -184,11 +184,12 @@ def _split(rows: list[Notification]) -> tuple[list[Item], list[Notification]]:
         devices.setdefault(device.recipient_id, []).append(device)
     items, single = [], []
     routes: dict[str, list] = {}
+    now = timezone.now()
     for notification in rows:
         if notification.channel not in routes:
             routes[notification.channel] = providers_for_channel(notification.channel)
         providers = routes[notification.channel]
-        if notification.attempt_count or notification.is_expired() or not providers:
+        if notification.attempt_count or notification.is_expired(now) or not providers:
             single.append(notification)
             continue
         if notification.channel != Channel.PUSH:
@@ -286,9 +287,10 @@ def _prepared(wave: list[Item]) -> tuple[list[Item], list[Item]]:
     expires them, or fails them with the render error, as any row.
     """
     ready, single = [], []
+    now = timezone.now()
     for item in wave:
         notification = item.notification
-        if not notification.is_expired():
+        if not notification.is_expired(now):
             try:
                 item.message = dispatch.build_message(notification, item.target.device)
                 ready.append(item)
