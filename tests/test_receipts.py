@@ -10,14 +10,17 @@ import hashlib
 import json
 import logging
 import time
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 import jwt
 import pytest
+import time_machine
 from django.test import Client
 
 from backend.notifications.delivery import dispatch
 from backend.notifications.models import Notification, Receipt, Recipient, State, StateChange
+from backend.notifications.receipts import vonage
 from backend.notifications.receipts.signatures import twilio_signature, vonage_signature
 from backend.stubs.provider_server import VONAGE_SIGNATURE
 from tests.providers_setup import write_providers_file
@@ -280,10 +283,17 @@ def test_an_anti_spam_rejection_leaves_the_number_alone(outside, vonage_sms):
     assert Recipient.objects.get(user_id="u-ar-1").phone_disabled_at is None
 
 
+def jwt_token(raw: bytes, secret: str = SECRET, iat: object = ...) -> str:
+    """Vonage's Bearer token for a body ``raw``: its SHA-256, and ``iat`` (``...``: now; None: left out)."""
+    claims = {"payload_hash": hashlib.sha256(raw).hexdigest()}
+    if iat is not None:
+        claims["iat"] = int(time.time()) if iat is ... else iat
+    return jwt.encode(claims, secret, algorithm="HS256")
+
+
 def jwt_post(client: Client, body: dict, secret: str = SECRET, hashed: bytes | None = None):
     raw = json.dumps(body).encode()
-    claims = {"iat": int(time.time()), "payload_hash": hashlib.sha256(raw if hashed is None else hashed).hexdigest()}
-    token = jwt.encode(claims, secret, algorithm="HS256")
+    token = jwt_token(raw if hashed is None else hashed, secret)
     return client.post("/webhooks/vonage", raw, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
 
 
@@ -302,6 +312,41 @@ def test_a_bad_vonage_jwt_is_403(outside, vonage_sms, kwargs):
     assert (response.status_code, state_of(vonage_sms)) == (403, State.SENT)
 
 
+def test_a_jwt_for_an_empty_body_signs_no_get_receipt(outside, vonage_sms):
+    # Any signed webhook without a body carries such a token: it must not vouch for a query it never hashed.
+    token = jwt_token(b"")
+    form = vonage_form(vonage_sms, "failed", "3")
+    response = outside.get(f"/webhooks/vonage?{urlencode(form)}", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    assert (response.status_code, state_of(vonage_sms)) == (403, State.SENT)
+    assert Recipient.objects.get(user_id="u-ar-1").phone_disabled_at is None
+    assert vonage.signing_providers(form, f"Bearer {token}", b"") == []  # nor for an empty POST
+
+
+NOON = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("iat", "status"),
+    [
+        pytest.param(NOON.timestamp() - 360, 204, id="6-minutes-old-within-5-plus-1-of-leeway"),
+        pytest.param(NOON.timestamp() - 361, 403, id="older-than-5-minutes-plus-leeway"),
+        pytest.param(NOON.timestamp() + 60, 204, id="a-minute-ahead-within-leeway"),
+        pytest.param(NOON.timestamp() + 61, 403, id="issued-in-the-future"),
+        pytest.param(None, 403, id="no-iat"),
+        pytest.param("2026-12-02", 403, id="iat-not-a-number"),
+    ],
+)
+def test_a_vonage_jwt_is_accepted_for_5_minutes_after_it_was_issued(outside, vonage_sms, iat, status):
+    raw = json.dumps(vonage_form(vonage_sms, "delivered")).encode()
+    with time_machine.travel(NOON, tick=False):
+        token = jwt_token(raw, iat=iat)
+        response = outside.post("/webhooks/vonage", raw, content_type="application/json",
+                                HTTP_AUTHORIZATION=f"Bearer {token}")  # fmt: skip
+
+    assert (response.status_code, state_of(vonage_sms)) == (status, State.DELIVERED if status == 204 else State.SENT)
+
+
 # --- what anyone on the Internet may send -------------------------------------------------------
 
 
@@ -318,6 +363,8 @@ def test_a_bad_vonage_jwt_is_403(outside, vonage_sms, kwargs):
         ("/webhooks/vonage", {"data": '{"messageId": {"a": 1}, "sig": []}', "content_type": "application/json"}, 403),
         ("/webhooks/vonage", {"data": b"\xff\xfe\x00", "content_type": FORM}, 403),
         ("/webhooks/vonage", {"data": "<xml/>", "content_type": "text/xml"}, 400),
+        ("/webhooks/vonage", {"data": "[" * 60_000, "content_type": "application/json"}, 400),
+        ("/webhooks/vonage", {"data": '{"a":' * 10_000 + "1" + "}" * 10_000, "content_type": "application/json"}, 400),
         ("/webhooks/vonage", {"data": "{}", "content_type": "application/json", "HTTP_AUTHORIZATION": "Bearer x.y.z"},
          403),
         ("/webhooks/vonage", {"data": "{}", "content_type": "application/json", "HTTP_AUTHORIZATION": "Bearer"}, 403),

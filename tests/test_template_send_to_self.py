@@ -175,6 +175,9 @@ def test_a_list_param_is_typed_as_json(editor, smtp_sink):
     assert "- one\r\n- two" in mail.get_body(("plain",)).get_content()
     with pytest.raises(send_to_self.TestRefused, match=r"items: type a JSON list of texts"):
         send_to_self.send_test_to_self(version, editor, {"items": "one, two", "count": "2"})
+    # Nested past the JSON parser's recursion limit: refused as any other text, not a 500.
+    with pytest.raises(send_to_self.TestRefused, match=r"items: type a JSON list of texts"):
+        send_to_self.send_test_to_self(version, editor, {"items": "[" * 1_999, "count": "2"})
 
 
 def test_an_undeclared_param_is_refused_by_the_action(editor):

@@ -110,7 +110,7 @@ def _as_list(name: str, value: str) -> list[str]:
     """A list param (its example is a list, e.g. a digest's items) is typed as a JSON list of texts."""
     try:
         items = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         items = None
     if not (isinstance(items, list) and all(isinstance(item, str) for item in items)):
         raise TestRefused(f'{name}: type a JSON list of texts, e.g. ["first", "second"].')

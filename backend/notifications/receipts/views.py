@@ -70,6 +70,8 @@ def _vonage_params(request: HttpRequest) -> dict[str, Any]:
             data = json.loads(request.body)
         except ValueError:
             raise ReceiptError("The body is not JSON.") from None
+        except RecursionError:
+            raise ReceiptError("The body's JSON nests too deeply.") from None
         if not isinstance(data, dict):
             raise ReceiptError("The body is not a JSON object.")
         return {str(name): value for name, value in data.items()}

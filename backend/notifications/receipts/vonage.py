@@ -9,13 +9,17 @@ of two ways, with the account's signature secret (providers file options ``signa
 * a ``sig`` parameter (SMS API signed webhooks, ``signatures.py``);
 * an ``Authorization: Bearer`` JWT signed HS256 with the secret, whose ``payload_hash`` claim is
   the SHA-256 of the body (https://developer.vonage.com/en/messages/concepts/signed-webhooks).
-  Only a POST qualifies, and only with the claim: the hash is what ties the token to these fields.
+  Only a POST with a body qualifies, and only with the claim: the hash is what ties the token to
+  these fields. A token for an empty body (any other signed webhook without one) would otherwise
+  vouch for every GET receipt, whatever its query said. The token must also carry ``iat`` and be
+  at most ``JWT_MAX_AGE`` seconds old: a token seen once (a log, a proxy) does not sign for ever.
 
 Error codes: https://api.support.vonage.com/hc/en-us/articles/204014733 (SMS delivery error codes).
 """
 
 import hashlib
 import hmac
+import time
 from collections.abc import Mapping
 
 import jwt
@@ -60,6 +64,11 @@ MEANINGS = {
 DEAD_NUMBER = frozenset({"3", "4"})
 
 
+# Seconds a Bearer token is accepted after its ``iat``; and the clock difference tolerated either way.
+JWT_MAX_AGE = 300
+JWT_LEEWAY = 60
+
+
 def _signers() -> list[ProviderConfig]:
     """Vonage providers with a signature secret and a method Vonage has (a typo signs nothing)."""
     return [
@@ -75,10 +84,13 @@ def signing_providers(params: Mapping[str, object], authorization: str, body: by
     """The configured Vonage providers whose signature secret signed this receipt (usually one, or none).
 
     ``authorization`` is the Authorization header ("" when absent) and ``body`` the raw body (b"" for
-    a GET); with a Bearer token the JWT decides, else the ``sig`` parameter.
+    a GET); with a Bearer token the JWT decides, and signs nothing without a body, else the ``sig``
+    parameter.
     """
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() == "bearer" and token:
+        if not body:
+            return []
         return [config.name for config in _signers() if _jwt_matches(token.strip(), config, body)]
     return [
         config.name
@@ -90,12 +102,18 @@ def signing_providers(params: Mapping[str, object], authorization: str, body: by
 
 
 def _jwt_matches(token: str, config: ProviderConfig, body: bytes) -> bool:
+    """Whether ``token`` is HS256 with ``config``'s secret, issued at most ``JWT_MAX_AGE`` s ago, for ``body``."""
     try:
-        claims = jwt.decode(token, str(config.option("signature_secret")), algorithms=["HS256"])
+        claims = jwt.decode(
+            token, str(config.option("signature_secret")), algorithms=["HS256"],
+            options={"require": ["iat", "payload_hash"]}, leeway=JWT_LEEWAY,
+        )  # fmt: skip
     except jwt.PyJWTError:
         return False
-    expected = claims.get("payload_hash")
-    return expected is not None and hmac.compare_digest(
+    if not isinstance(claims["iat"], int | float) or time.time() - claims["iat"] > JWT_MAX_AGE + JWT_LEEWAY:
+        return False
+    expected = claims["payload_hash"]
+    return hmac.compare_digest(
         str(expected).lower().encode("utf-8", "replace"), hashlib.sha256(body).hexdigest().encode()
     )
 
