@@ -328,6 +328,8 @@ NOTIFY = {
     "SMS_PRICES": env_str("NOTIFY_SMS_PRICES", str(BASE_DIR / "backend" / "notifications" / "data" / "sms_prices.csv")),
     # Providers, routes and budgets (TOML, see providers/config.py); unset → CHANNEL_PROVIDERS below.
     "PROVIDERS_FILE": env_str("NOTIFY_PROVIDERS_FILE", ""),
+    # Active push devices a user keeps; registering another disables the least recently seen (actions.register_device).
+    "MAX_DEVICES": env_int("NOTIFY_MAX_DEVICES", 20, minimum=1, maximum=1000),
     # Web Push endpoints come from browsers: refuse private addresses unless told (tests, demo).
     "ALLOW_PRIVATE_PUSH_ENDPOINTS": env_bool("NOTIFY_ALLOW_PRIVATE_PUSH_ENDPOINTS", False),
     # Circuit breaker per provider (state in Redis, shared by every worker).

@@ -1,6 +1,9 @@
 """GET/PUT /api/v1/users/{id}/preferences and PUT /api/v1/users/{id}/devices."""
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
+import time_machine
 
 from backend.notifications.models import Device, Preference, Recipient
 
@@ -84,6 +87,32 @@ def test_a_device_is_registered_and_a_dead_one_revived(api):
     assert again.status_code == 200
     device = Device.objects.get(token="tok-1")
     assert (device.recipient.user_id, device.disabled_at, device.disabled_reason) == ("u-en-1", None, "")
+
+
+def test_a_user_keeps_the_most_recently_seen_devices_and_as_many_disabled(api, settings):
+    settings.NOTIFY = {**settings.NOTIFY, "MAX_DEVICES": 3}
+    start = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
+
+    def register(token: str, minute: int) -> int:
+        with time_machine.travel(start + timedelta(minutes=minute), tick=False):
+            body = {"platform": "fcm", "token": token}
+            return api.put("/api/v1/users/u-ar-1/devices", body, format="json").status_code
+
+    demo_phone = Recipient.objects.get(user_id="u-ar-1").devices.get()
+    Device.objects.filter(pk=demo_phone.pk).update(last_seen_at=start)
+    assert [register(token, minute) for token, minute in [("a", 1), ("b", 2), ("c", 3)]] == [201, 201, 201]
+    devices = {d.token: d for d in Device.objects.filter(recipient__user_id="u-ar-1")}
+    assert sorted(t for t, d in devices.items() if d.disabled_at is None) == ["a", "b", "c"]
+    assert devices[demo_phone.token].disabled_reason == (
+        "retired: more than 3 active devices, and this one the least recently seen"
+    )
+    assert register("a", 4) == 200  # seen again: now the most recent, so b goes next
+    assert [register(token, minute) for token, minute in [("d", 5), ("e", 6), ("f", 7)]] == [201, 201, 201]
+    active = Device.objects.filter(recipient__user_id="u-ar-1", disabled_at__isnull=True)
+    disabled = Device.objects.filter(recipient__user_id="u-ar-1", disabled_at__isnull=False)
+    assert sorted(active.values_list("token", flat=True)) == ["d", "e", "f"]
+    # b (minute 5), c (6) and a (7) were retired after the demo phone (3): it is deleted, the oldest disabled.
+    assert sorted(disabled.values_list("token", flat=True)) == ["a", "b", "c"]
 
 
 def test_a_web_push_subscription_needs_an_endpoint_and_keys(api):

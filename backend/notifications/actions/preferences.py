@@ -4,7 +4,9 @@ from collections.abc import Iterable
 from datetime import time
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from backend.notifications import locales
 from backend.notifications.models import (
@@ -114,13 +116,41 @@ def update_preferences(recipient: Recipient, data: dict[str, Any], kinds: dict[s
 
 
 def register_device(recipient: Recipient, platform: str, token: str, subscription: dict) -> tuple[Device, bool]:
-    """Register or refresh a push device; a token seen again is enabled again and belongs to this user now."""
-    device, created = Device.objects.update_or_create(
-        platform=platform,
-        token=token,
-        defaults={"recipient": recipient, "subscription": subscription, "disabled_at": None, "disabled_reason": ""},
-    )
+    """Register or refresh a push device; a token seen again is enabled again and belongs to this user now.
+
+    A user keeps at most ``NOTIFY["MAX_DEVICES"]`` active devices: past that, the least recently seen
+    are disabled (``retire_devices``), since every push goes to each active device, one provider call
+    apiece. The user's row is locked meanwhile, so two registrations at once cannot both stay over it.
+    """
+    with transaction.atomic():
+        Recipient.objects.select_for_update().filter(pk=recipient.pk).first()
+        device, created = Device.objects.update_or_create(
+            platform=platform,
+            token=token,
+            defaults={"recipient": recipient, "subscription": subscription, "disabled_at": None, "disabled_reason": ""},
+        )
+        retire_devices(recipient, settings.NOTIFY["MAX_DEVICES"])
     return device, created
+
+
+def retire_devices(recipient: Recipient, keep: int) -> int:
+    """Disable all but the ``keep`` most recently seen active devices; delete disabled ones past ``keep``.
+
+    A browser or an app reinstall brings a new token and seldom says the old one is gone, so
+    tokens pile up; a provider's "unregistered" disables one only once a push was tried. Disabled
+    devices are kept for support (the reason says why) but no more of them than ``keep``, the
+    oldest deleted first (their attempts keep their rows, the device left empty). Returns how many
+    were disabled.
+    """
+    devices = Device.objects.filter(recipient=recipient)
+    stale = devices.filter(disabled_at__isnull=True).order_by("-last_seen_at", "-pk").values_list("pk", flat=True)
+    retired = devices.filter(pk__in=list(stale[keep:])).update(
+        disabled_at=timezone.now(),
+        disabled_reason=f"retired: more than {keep} active devices, and this one the least recently seen",
+    )
+    gone = devices.filter(disabled_at__isnull=False).order_by("-disabled_at", "-pk").values_list("pk", flat=True)
+    devices.filter(pk__in=list(gone[keep:])).delete()
+    return retired
 
 
 def set_quiet_hours(recipient: Recipient, start: time | None, end: time | None) -> Recipient:
