@@ -99,3 +99,19 @@ def test_select_version_prefers_the_language_then_the_default(db):
     assert rendering.select_version(kind, "email", "ar") == ar2
     assert rendering.select_version(kind, "email", "fa") == en
     assert rendering.select_version(kind, "sms", "en") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "required"),
+    [
+        pytest.param("Order {{ order }} shipped.", ["order"], id="printed"),
+        pytest.param("Track at {{ url|default('your account') }}.", [], id="a-default-makes-it-optional"),
+        pytest.param("{% if url %}Track at {{ url }}.{% endif %}", [], id="only-tested-then-printed-when-given"),
+        pytest.param("{% for item in items %}- {{ item }}\n{% endfor %}{{ count }}", ["count", "items"], id="iterated"),
+        pytest.param("{{ total + 1 }} items", ["total"], id="computed"),
+        pytest.param("Order {{ order|upper }}", ["order"], id="filtered"),
+        pytest.param("No params at all.", [], id="none"),
+    ],
+)
+def test_required_params_are_those_used_without_a_default(text, required):
+    assert rendering.required_params(version(text_body=text)) == required

@@ -310,3 +310,30 @@ def test_a_writer_is_told_editing_from(client, editor):
     client.force_login(editor)
     page = client.get("/templates/edit/?kind=shipped&language=en&channel=sms").content.decode()
     assert re.search(r"Editing from <strong>v1</strong>", page)
+
+
+# --- what approving changes for callers -------------------------------------------------------------------------------
+
+
+def test_the_review_says_which_param_callers_must_now_send_and_what_an_sms_costs(as_approver, editor):
+    # Demo v1: «سفارش شماره {{ order }} شما ارسال شد.» needs order only; 26 characters besides it.
+    draft = a_draft(editor, "سفارش شماره {{ order }} شما ارسال شد – پیگیری: {{ tracking_url }}", language="fa")
+    page = as_approver.get(f"/templates/{draft.pk}/review/").content.decode()
+    assert 'id="rv-new-params"' in page
+    assert "must carry <code>tracking_url</code>: shipped/fa/sms v1, in use now, does not need it" in page
+    assert "will be refused (422, missing params)" in page
+    # Example: 36 characters + "5012" + the 26 of https://example.com/t/5012 = 66 UTF-16 units, one segment.
+    # Worst: order 12 × 😀 and tracking_url 80 × 😀 (2 units each): parts of 67 units never split a pair, so
+    # 60 + 3 emoji (66), 33 (66), 33 (66), 11 (22): four. v1: 30 units, and 26 + 24 = 50 at worst: one each.
+    assert (
+        "<strong>1</strong> segment, at worst (each param at its longest) <strong>4</strong>; "
+        "shipped/fa/sms v1: 1, at worst 1." in page
+    )
+
+
+def test_a_param_given_a_default_stays_optional(as_approver, editor):
+    text = "سفارش شماره {{ order }} شما ارسال شد – پیگیری: {{ tracking_url|default('حساب شما') }}"
+    draft = a_draft(editor, text, language="fa")
+    page = as_approver.get(f"/templates/{draft.pk}/review/").content.decode()
+    assert 'id="rv-new-params"' not in page
+    assert 'id="rv-segments"' in page

@@ -255,6 +255,20 @@ def render(version: TemplateVersion, params: dict, document: bool = True) -> Ren
     return Rendered(subject=subject, text=text, html=html)
 
 
+def required_params(version: TemplateVersion) -> list[str]:
+    """The params a send of ``version`` must carry, sorted: those it uses without a ``default``.
+
+    Rendered with none at all, every param printed, iterated or computed with is reported missing
+    (see ``RenderError``); a param only tested (``{% if x %}``) or given a ``default`` is optional.
+    A version that fails for another reason (a broken template) requires nothing that this can tell.
+    """
+    try:
+        render(version, {}, document=False)
+    except RenderError as exc:
+        return exc.missing
+    return []
+
+
 def email_body(rendered_html: str, direction: str) -> str:
     """A rendered HTML body made mail-ready: values isolated, sanitized, blocks given ``dir`` in RTL mail."""
     body = sanitize_html(bidi.place_isolates(rendered_html))

@@ -9,17 +9,20 @@ holds the rule: the admin is no exception). Who may do what is decided here and
 in the action, never by an ``{% if %}`` alone.
 """
 
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from backend.notifications import actions
+from backend.notifications import actions, rendering
 from backend.notifications.actions.templates import APPROVE, comment_problem, review_problem
-from backend.notifications.models import TemplateEvent, TemplateVersion
+from backend.notifications.models import Channel, TemplateEvent, TemplateVersion
 from backend.notifications.models.template_history import MAX_COMMENT_CHARS
-from frontend.editor import diff
+from backend.notifications.sms_encoding import UCS2, encoding_and_segments
+from frontend.editor import diff, preview
 from frontend.editor.views import EDIT, VIEW, _answer, staff_only
 
 _DECISIONS = {"changes": TemplateEvent.Action.CHANGES, "reject": TemplateEvent.Action.REJECT}
@@ -72,6 +75,46 @@ def awaiting(request: HttpRequest) -> HttpResponse:
     return _answer(render(request, "frontend/editor/awaiting.html", context))
 
 
+@dataclass(frozen=True)
+class SmsSegments:
+    """An SMS version's segments with the kind's example params and with each param at its ``max_length``."""
+
+    example: int
+    worst: int
+
+
+def sms_segments(version: TemplateVersion) -> SmsSegments | None:
+    """``version``'s segments (example, worst case) as the editor counts them; None when it does not render so."""
+    try:
+        example = rendering.render(version, preview.example_params(version.kind), document=False).text
+        encoding, segments = encoding_and_segments(example)
+        filler = preview.UCS2_FILLER if encoding == UCS2 else preview.GSM7_FILLER
+        worst = rendering.render(version, preview.worst_params(version.kind, filler), document=False).text
+    except rendering.RenderError:
+        return None
+    return SmsSegments(segments, max(segments, encoding_and_segments(worst)[1]))
+
+
+def approval_changes(version: TemplateVersion) -> dict:
+    """What approving ``version`` changes for the kind's callers, beside its text.
+
+    ``replaced`` is what sends of its kind × language × channel use today (``rendering.select_version``:
+    the live version, else the default language's), None if nothing. ``new_params`` are the params
+    ``version`` requires (``rendering.required_params``) that ``replaced`` does not: once approved, a
+    caller that leaves one out gets a 422. For SMS, ``segments`` and ``replaced_segments`` compare
+    the price of one message (``sms_segments``).
+    """
+    replaced = rendering.select_version(version.kind, version.channel, version.language)
+    if replaced is not None and replaced.pk == version.pk:
+        replaced = None
+    before = set(rendering.required_params(replaced)) if replaced is not None else set()
+    changes = {"replaced": replaced, "new_params": sorted(set(rendering.required_params(version)) - before)}
+    if version.channel == Channel.SMS:
+        changes["segments"] = sms_segments(version)
+        changes["replaced_segments"] = sms_segments(replaced) if replaced is not None else None
+    return changes
+
+
 def _review_context(request: HttpRequest, version: TemplateVersion, **extra) -> dict:
     live = live_version(version)
     user = request.user
@@ -79,6 +122,7 @@ def _review_context(request: HttpRequest, version: TemplateVersion, **extra) -> 
     return {
         "version": version,
         "live": live,
+        "changes": approval_changes(version) if version.status == TemplateVersion.Status.DRAFT else {},
         "parts": diff.compare(live if live and live.pk != version.pk else None, version),
         "is_live": live is not None and live.pk == version.pk,
         "can_approve": approve_problem is None,
