@@ -42,7 +42,6 @@ from django.db.models import Max
 
 from backend.notifications import pricing, rendering
 from backend.notifications.models import Channel, Recipient, TemplateVersion
-from backend.notifications.providers.config import providers_config
 from backend.notifications.sms_encoding import UCS2, analyze
 from campaigns import actions, fanout, pacing
 from campaigns.audience import bounded
@@ -220,16 +219,6 @@ def _waves(campaign: Campaign, now: datetime, sending: list[Group], will_send: i
     return [{"at": iso_z(at), "utc_offset": "UTC+00:00", "zones": sorted(zones), "size": will_send}]
 
 
-def _sms_provider() -> str | None:
-    """The adapter the standard tier sends SMS with, when the price list knows it (else each country's first)."""
-    config = providers_config()
-    names = config.routes.get(Channel.SMS) or []
-    provider = config.providers.get(names[0]) if names else None
-    if provider is not None and provider.type in pricing.price_list().providers:
-        return provider.type
-    return None
-
-
 @dataclass(frozen=True)
 class _Segments:
     encoding: str
@@ -264,14 +253,13 @@ def _sms(campaign: Campaign, sending: list[Group], versions: dict[int, TemplateV
 
 
 def _priced(per_language: dict[str, dict[str, Any]], countries: dict[str | None, dict[str, int]]) -> dict[str, Any]:
-    provider = _sms_provider()
     rows, total, worst_total, currency = [], Decimal(0), Decimal(0), "USD"
     for country, figures in sorted(countries.items(), key=lambda item: item[0] or "~"):
         row: dict[str, Any] = {"country": country, "recipients": figures["recipients"],
                                "segments": figures["segments"], "price_per_segment": None, "cost": None}  # fmt: skip
         if country is not None:
             try:
-                price = pricing.segment_price(country, provider)
+                price = pricing.segment_price(country)
             except pricing.PricingError:
                 price = None
             if price is not None:

@@ -2,6 +2,9 @@
 
 import pytest
 
+from backend.notifications import pricing
+from backend.stubs.providers_file import stub_providers_toml
+
 pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/sms/segments"
@@ -86,6 +89,23 @@ def test_the_default_provider_is_the_first_listed_for_the_country(api):
         "provider": "vonage",
         "per_segment": "0.0980",
     }
+
+
+@pytest.mark.parametrize(
+    ("route", "provider", "amount"),
+    [
+        pytest.param(["twilio", "vonage"], "twilio", "0.1050", id="twilio-first-though-vonage-is-listed-first-for-EG"),
+        pytest.param(["vonage", "twilio"], "vonage", "0.0980", id="vonage-first"),
+    ],
+)
+def test_the_default_provider_is_the_one_sms_are_sent_by(api, tmp_path, settings, route, provider, amount):
+    # The price list has vonage 0.0980 then twilio 0.1050 for EG: a quote must be what the send will record.
+    path = tmp_path / "providers.toml"
+    path.write_text(stub_providers_toml("http://127.0.0.1:9", timeout=2.0, routes={"sms": route}))
+    settings.NOTIFY = {**settings.NOTIFY, "PROVIDERS_FILE": str(path)}
+    body = post(api, {"text": "Your code is 4821", "to": "+201001234567"}).json()
+    assert (body["price"]["provider"], body["price"]["amount"]) == (provider, amount)
+    assert pricing.price_list().preferred_providers("EG")[0] == provider
 
 
 def test_whitespace_counts_as_sent(api):

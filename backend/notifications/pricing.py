@@ -8,10 +8,12 @@ provider and country::
     twilio,SA,0.0450,USD
 
 ``country`` is ISO 3166-1 alpha-2, ``price_per_segment`` a decimal string
-(kept exact as ``Decimal``), ``currency`` ISO 4217. The rows of one country
-are in order of preference: with no provider named, the first is used. The
+(kept exact as ``Decimal``), ``currency`` ISO 4217. With no provider named, a
+country is priced by the provider the platform sends SMS with (the first of the
+providers file's SMS route, ``routed_sms_provider``) when the list has prices
+for it, else by the country's first row. The
 destination country of a number is the region ``phonenumbers`` assigns to it
-(``+1 416…`` is CA, not US). Segments come from ``sms_encoding.analyze``.
+(``+1 416…`` is CA, not US). Segments come from ``sms_encoding``.
 
 The parsed list is cached per path and re-read when the file's modification
 time or size changes, so an operator can update prices without a restart.
@@ -100,8 +102,36 @@ class PriceList:
         return [provider for provider, row_country in self.prices if row_country == country]
 
     def default_provider(self, country: str) -> str:
-        """The first provider listed for ``country``, else ``DEFAULT_PROVIDER``."""
+        """The provider ``country`` is priced by when none is named.
+
+        The one SMS are sent by (``routed_sms_provider``) when the list prices it anywhere, as a send
+        records its cost (none where it has no price for the country); else the country's first row,
+        else ``DEFAULT_PROVIDER``.
+        """
+        routed = routed_sms_provider()
+        if routed in self.providers:
+            return routed
         return next(iter(self.providers_for(country)), DEFAULT_PROVIDER)
+
+    def preferred_providers(self, country: str) -> list[str]:
+        """``providers_for(country)``, the one ``default_provider`` names first when it has a price there."""
+        default = self.default_provider(country)
+        return sorted(self.providers_for(country), key=lambda provider: provider != default)
+
+
+def routed_sms_provider() -> str | None:
+    """The adapter type (``twilio``) of the first provider of the providers file's SMS route, or None.
+
+    What the delivery engine sends every SMS with first (``providers_for_channel``): a price quoted
+    before sending (the editor, ``POST /api/v1/sms/segments``, a campaign's pre-flight) is its price.
+    """
+    from backend.notifications.models import Channel
+    from backend.notifications.providers.config import providers_config
+
+    config = providers_config()
+    names = config.routes.get(Channel.SMS) or []
+    provider = config.providers.get(names[0]) if names else None
+    return provider.type if provider is not None else None
 
 
 def decimal_str(value: Decimal) -> str:

@@ -131,17 +131,18 @@ class SmsCase:
 
     @property
     def price(self) -> PriceRow | None:
-        """The primary provider's price, the one the platform would use."""
-        return self.prices[0] if self.prices else None
+        """The primary provider's price, the one the platform would use; None when it has none for the country."""
+        return next((row for row in self.prices if row.primary), None)
 
 
 def _prices(segments: int, country: str, audience: int) -> tuple[PriceRow, ...]:
-    """Every provider with a price for ``country``, the preferred (primary) first."""
-    providers = pricing.price_list().providers_for(country) or [None]  # None: let pricing name the problem
+    """Every provider with a price for ``country``, the one SMS are sent by (primary) first."""
+    prices = pricing.price_list()
+    providers = prices.preferred_providers(country) or [None]  # None: let pricing name the problem
     quotes = [pricing.price_audience(segments, audience, country, provider) for provider in providers]
+    primary = prices.default_provider(country)
     return tuple(
-        PriceRow(q.provider, index == 0, money(q.per_message), money(q.amount), q.currency)
-        for index, q in enumerate(quotes)
+        PriceRow(q.provider, q.provider == primary, money(q.per_message), money(q.amount), q.currency) for q in quotes
     )
 
 
