@@ -689,7 +689,7 @@ def _nonzero(counts: dict[str, int]) -> dict[str, int]:
 def resend_remainder(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     """A new draft of cancelled ``campaign`` to exactly the recipients its cancel stopped; returns it.
 
-    Same content (kind, channel, templates, params, end time if still ahead, correction), sent
+    Same content (kind, channel, templates, params, end time if still ahead, correction, pacing), sent
     "now" once approved — its own two-person approval, like any campaign. Its list segment is
     copied set-based from the cancelled rows. Audited ``resend`` on the original, naming the
     draft. Needs ``campaigns.add_campaign``; raises ``CampaignRefused`` when the campaign is
@@ -759,7 +759,7 @@ def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     """A new draft to exactly the recipients who were sent ``campaign``, with its correction template; returns it.
 
     For a done or cancelled campaign that sent anything and named a correction version: that
-    version (its kind, channel and language), the original's params pre-filled, sent "now"
+    version (its kind, channel and language), the original's params and pacing pre-filled, sent "now"
     once approved. A correction of a correction names no correction of its own (its reason
     says so). Audited ``correct`` on the original, naming the draft. Needs
     ``campaigns.add_campaign``; raises ``CampaignRefused`` (not finished, sent nothing, or
@@ -790,13 +790,14 @@ def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
             kind=version.kind, channel=version.channel, template_versions={version.language: version.pk},
             params=original.params, correction_version=None,
             correction_none_reason=f"This corrects campaign {original.pk}; a correction names no correction.",
+            **_copied_pacing(original),
         )  # fmt: skip
         _audit(original, user, CampaignAudit.Action.CORRECT, draft=draft.pk, recipients=size)
     return draft
 
 
 def _copied_content(original: Campaign) -> dict[str, Any]:
-    """What a remainder keeps of its original: the content, the local-time wall clock, an end time still ahead."""
+    """What a remainder keeps of its original: its content, local-time wall clock, end time if still ahead, pacing."""
     local = original.schedule_mode == ScheduleMode.LOCAL_TIME
     end_at = original.end_at if original.end_at and original.end_at > timezone.now() else None
     return {
@@ -804,7 +805,21 @@ def _copied_content(original: Campaign) -> dict[str, Any]:
         "params": original.params, "schedule_mode": ScheduleMode.LOCAL_TIME if local else ScheduleMode.NOW,
         "local_time": original.local_time if local else None, "end_at": end_at,
         "correction_version": original.correction_version,
-        "correction_none_reason": original.correction_none_reason,
+        "correction_none_reason": original.correction_none_reason, **_copied_pacing(original),
+    }  # fmt: skip
+
+
+def _copied_pacing(original: Campaign) -> dict[str, Any]:
+    """The pacing a campaign made from ``original`` keeps: rate, sending hours, spread (its instant if still ahead).
+
+    The approver of the original approved its pace with its content (``content_hash``): a remainder or a
+    correction sent "as fast as the budget allows" would reach people at an hour, or a rate, nobody approved.
+    """
+    spread_until = original.spread_until if original.spread_until and original.spread_until > timezone.now() else None
+    return {
+        "rate_per_second": original.rate_per_second, "spread_seconds": original.spread_seconds,
+        "spread_until": spread_until, "sending_hours_start": original.sending_hours_start,
+        "sending_hours_end": original.sending_hours_end,
     }  # fmt: skip
 
 

@@ -3,9 +3,11 @@
 import csv
 import io
 import re
+from datetime import time, timedelta
 
 import pytest
 from django.http import StreamingHttpResponse
+from django.utils import timezone
 
 from backend.notifications.models import Kind, Notification, Receipt, Recipient, State
 from backend.notifications.receipts.apply import ProviderReceipt, apply
@@ -141,6 +143,33 @@ def test_resend_to_the_remainder_drafts_exactly_the_cancelled_recipients(finishe
     assert (audit.actor_name, audit.detail) == ("marketer", {"draft": draft.pk, "recipients": 1})
     with pytest.raises(actions.CampaignRefused, match="approve"):
         actions.approve(draft, marketer, draft.content_hash)  # a draft: it needs its own submit and approval
+
+
+PACING = ("rate_per_second", "spread_seconds", "spread_until", "sending_hours_start", "sending_hours_end")
+DAY = timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("pace", "expected"),
+    [
+        pytest.param({"rate_per_second": 0.1, "sending_hours_start": time(9), "sending_hours_end": time(21)},
+                     None, id="rate-and-sending-hours"),
+        pytest.param({"spread_seconds": 3600}, None, id="spread-over-an-hour"),
+        pytest.param({"spread_until": DAY}, None, id="spread-until-tomorrow"),
+        pytest.param({"spread_until": -DAY}, {"spread_until": None}, id="spread-until-yesterday-is-no-pace"),
+    ],
+)  # fmt: skip
+def test_a_remainder_and_a_correction_keep_the_approved_pace(finished, marketer, pace, expected):
+    # Approved with its content (content_hash): neither may go out faster, or at hours nobody approved.
+    now = timezone.now()
+    pace = {name: now + value if isinstance(value, timedelta) else value for name, value in pace.items()}
+    Campaign.objects.filter(pk=finished.pk).update(**pace)
+    finished.refresh_from_db()
+    wanted = {name: None for name in PACING} | pace | (expected or {})
+
+    for draft in (actions.resend_remainder(finished, marketer), actions.draft_correction(finished, marketer)):
+        draft.refresh_from_db()
+        assert {name: getattr(draft, name) for name in PACING} == wanted, draft.origin_purpose
 
 
 def test_a_second_remainder_or_correction_is_refused_while_the_first_is_alive(finished, marketer):
