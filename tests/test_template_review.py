@@ -337,3 +337,10 @@ def test_a_param_given_a_default_stays_optional(as_approver, editor):
     page = as_approver.get(f"/templates/{draft.pk}/review/").content.decode()
     assert 'id="rv-new-params"' not in page
     assert 'id="rv-segments"' in page
+
+
+def test_the_template_list_names_who_wrote_and_who_approved_the_latest(as_approver, editor, approver):
+    draft = a_draft(editor, language="es")
+    actions.approve_template(draft, approver, draft.content_hash)
+    page = as_approver.get("/templates/?kind=shipped&language=es").content.decode()
+    assert "written by editor, approved by approver" in page
