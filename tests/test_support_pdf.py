@@ -5,6 +5,7 @@ import re
 import pytest
 from django.contrib.auth.models import User
 
+from backend.notifications.models import Attempt
 from tests.support_setup import make_scene
 from tests.test_campaign_report import pdf_text
 
@@ -29,9 +30,20 @@ def test_the_notification_pdf_has_the_arabic_text_the_trail_and_the_attempt(as_a
     # pdftotext gives the right-to-left run in logical order; the LTR order number may land on either side.
     assert "تم شحن طلبك رقم" in text
     assert "Accepted by twilio for delivery." in text
-    attempt = re.search(r"^ *1 +twilio +2026-\S+ +87 ms +sent +SM5012abc +UCS-2 +1 +0\.04500$", text, re.MULTILINE)
+    attempt = re.search(r"^ *1 +twilio +2026-\S+ \S+ +87 ms +sent +SM5012abc +UCS-2 +1 +0\.04500$", text, re.MULTILINE)
     assert attempt, text
     assert "+9665••••567" in text and "+966501234567" not in text
+
+
+def test_a_long_reference_wraps_and_leaves_the_cost_on_the_page(as_agent, scene):
+    # Twilio's message SIDs are 34 characters without a space: the table once ran off the page's edge.
+    reference = "SM6aebb40b9fb94b8abff2fb21ed1c6072"
+    Attempt.objects.filter(notification=scene.sent).update(provider_ref=reference)
+    text = pdf_text(as_agent.get(f"/support/notifications/{scene.sent.pk}/history.pdf").content)
+    assert re.search(r"^ *# +Provider +Started \(UTC\) +Latency +Answer +Reference +Encoding +Segments$", text, re.M)
+    assert re.search(r" +UCS-2 +1 +0\.04500$", text, re.MULTILINE), text
+    assert reference not in text  # wrapped inside its cell
+    assert "SM6aebb40b9fb94b" in text
 
 
 def test_the_user_pdf_lists_every_notification_with_its_trail(as_agent, scene):
@@ -39,7 +51,7 @@ def test_the_user_pdf_lists_every_notification_with_its_trail(as_agent, scene):
 
     assert "User u-ar-1" in text
     assert "Not sent: the user turned off promo on email" in text
-    assert re.search(r"^ *1 +vonage +2026-\S+ +3001 ms +transient", text, re.MULTILINE), text
+    assert re.search(r"^ *1 +vonage +2026-\S+ \S+ +3001 +transient", text, re.MULTILINE), text
     assert "Failed: every attempt failed with a temporary error." in text
     assert text.count("Notification ") >= 3
     assert text.count("تم شحن طلبك رقم") == 2  # the orders 5012 and 5013, in Arabic
