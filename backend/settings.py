@@ -40,7 +40,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "backend.admin_site.NotifyAdminConfig",  # django.contrib.admin, its autocomplete only where declared
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

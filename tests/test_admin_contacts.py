@@ -89,3 +89,20 @@ def test_the_superuser_sees_and_searches_them_whole(client):
 )
 def test_mask_push_token(platform, token, shown):
     assert mask_push_token(platform, token) == shown
+
+
+@pytest.mark.parametrize("username", ["support", "admin"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "app_label=notifications&model_name=attempt&field_name=notification&term=a",
+        "app_label=inbox&model_name=inboxmessage&field_name=recipient&term=u-",
+        "app_label=nope&model_name=nothing&field_name=x",
+        "app_label=notifications&model_name=attempt",
+    ],
+)
+def test_the_admin_autocomplete_answers_only_declared_fields(client, username, query):
+    # No admin declares autocomplete_fields: Django's endpoint searched every notification ever kept by
+    # substring, past the list's default time window, for anyone who could view notifications.
+    client.force_login(User.objects.get(username=username))
+    assert client.get(f"/admin/autocomplete/?{query}").status_code == 403
