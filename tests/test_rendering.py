@@ -115,3 +115,19 @@ def test_select_version_prefers_the_language_then_the_default(db):
 )
 def test_required_params_are_those_used_without_a_default(text, required):
     assert rendering.required_params(version(text_body=text)) == required
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        pytest.param("https://\u202emoc.knab-ruoy", "U+202E (right-to-left override)", id="rlo"),
+        pytest.param("\u202dabc", "U+202D (left-to-right override)", id="lro"),
+        pytest.param("سفارش \u2066ABC-12\u2069 ارسال شد", "", id="isolates-are-fine"),
+        pytest.param("\u202bمرحبا\u202c \u200f", "", id="embeddings-and-marks-are-fine"),
+        pytest.param("a\x00b", "Text may not contain NUL characters.", id="nul-as-before"),
+    ],
+)
+def test_an_author_may_not_write_a_bidi_override(text, problem):
+    found = rendering.author_text_problem(text)
+    assert (problem in found) if problem else found == ""
+    assert rendering.text_problem(text) == ("" if "\x00" not in text else problem)  # params are not held to it

@@ -119,3 +119,9 @@ def test_an_email_builder_fragment_keeps_its_allowed_parts():
         in cleaned
     )
     assert "position" not in cleaned and "tracker" not in cleaned and "behavior" not in cleaned
+
+
+def test_bdo_goes_and_its_text_stays_unreversed_while_bdi_stays():
+    # <bdo dir="rtl"> shows "moc.knab-ruoy" as "your-bank.com" on a link to somewhere else.
+    dirty = '<a href="https://evil.example/">https://<bdo dir="rtl">moc.knab-ruoy</bdo></a> <bdi>5012</bdi>'
+    assert sanitize_html(dirty) == '<a href="https://evil.example/">https://moc.knab-ruoy</a> <bdi>5012</bdi>'

@@ -344,3 +344,9 @@ def test_the_template_list_names_who_wrote_and_who_approved_the_latest(as_approv
     actions.approve_template(draft, approver, draft.content_hash)
     page = as_approver.get("/templates/?kind=shipped&language=es").content.decode()
     assert "written by editor, approved by approver" in page
+
+
+def test_a_draft_with_a_bidi_override_is_refused(editor):
+    with pytest.raises(actions.ApprovalRefused, match=r"U\+202E \(right-to-left override\)"):
+        a_draft(editor, "Track it at https://\u202emoc.knab-ruoy/{{ order }}")
+    assert not TemplateVersion.objects.filter(text_body__contains="\u202e").exists()

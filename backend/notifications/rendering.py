@@ -191,6 +191,30 @@ def text_problem(text: str) -> str:
     return ""
 
 
+# Unicode's directional overrides (UAX #9 §2.2): each shows the characters after it in reverse, "‮txt.exe" as
+# "exe.txt"; isolates (U+2066–U+2069), marks and embeddings set a direction without reversing anything.
+OVERRIDES = {"\u202d": "U+202D (left-to-right override)", "\u202e": "U+202E (right-to-left override)"}
+
+
+def author_text_problem(text: str) -> str:
+    """``text_problem``, and for what an author writes (a template) its bidi overrides too: "" when it may be saved.
+
+    An override can make a link's text read as another address; an isolate (U+2067 … U+2069) or
+    ``<bdi>`` gives a run its direction without reversing it. Params are not held to it (a caller's
+    value is isolated when inserted, ``bidi``).
+    """
+    problem = text_problem(text)
+    if problem:
+        return problem
+    found = [name for char, name in OVERRIDES.items() if char in text]
+    if found:
+        return (
+            f"Text may not contain {' or '.join(found)}: it shows the characters after it reversed, which can "
+            "disguise a link. Give a run its direction with an isolate (U+2067 … U+2069) or <bdi> instead."
+        )
+    return ""
+
+
 def email_document(body_html: str, subject: str, language: str, direction: str) -> str:
     """Wrap a sanitized HTML body in a document whose ``<html>`` carries ``lang`` and ``dir``."""
     align = "right" if direction == "rtl" else "left"

@@ -13,7 +13,10 @@ Two well-kept sanitizers, each for what it does by design:
 ``<style>`` blocks go with their content (mail clients strip them unevenly; builders inline
 their CSS for that reason); inline ``style`` stays within the allow-list; ``<img>`` keeps an
 http(s) ``src`` only. ``dir`` and ``lang`` survive everywhere: a sanitizer that drops ``dir``
-silently turns Arabic paragraphs left to right.
+silently turns Arabic paragraphs left to right. ``<bdo>`` goes (its text stays): it reverses
+the characters inside it, so ``<bdo dir="rtl">moc.knab-ruoy</bdo>`` reads "your-bank.com" on a link to
+elsewhere; ``<bdi>`` isolates without reversing. The override characters themselves (U+202D,
+U+202E) are refused in the template's text before it gets here (``rendering.author_text_problem``).
 """
 
 import re
@@ -24,7 +27,7 @@ from bleach.css_sanitizer import CSSSanitizer
 
 ALLOWED_TAGS = frozenset(
     {
-        "a", "b", "bdi", "bdo", "blockquote", "br", "caption", "center", "code", "div", "em", "h1", "h2", "h3", "h4",
+        "a", "b", "bdi", "blockquote", "br", "caption", "center", "code", "div", "em", "h1", "h2", "h3", "h4",
         "hr", "i", "img", "li", "ol", "p", "pre", "s", "small", "span", "strong", "sub", "sup", "table", "tbody",
         "td", "tfoot", "th", "thead", "tr", "u", "ul",
     }

@@ -41,7 +41,7 @@ def save_template_draft(
     kind), so numbering is serialized per kind.
     """
     for part in (subject, text_body, html_body):
-        problem = rendering.text_problem(part)
+        problem = rendering.author_text_problem(part)
         if problem:
             raise ApprovalRefused(problem)
     with transaction.atomic():
