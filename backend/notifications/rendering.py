@@ -191,7 +191,7 @@ def text_problem(text: str) -> str:
     return ""
 
 
-# Unicode's directional overrides (UAX #9 §2.2): each shows the characters after it in reverse, "‮txt.exe" as
+# Unicode's directional overrides (UAX #9 §2.2): each shows the characters after it in reverse, "<U+202E>txt.exe" as
 # "exe.txt"; isolates (U+2066–U+2069), marks and embeddings set a direction without reversing anything.
 OVERRIDES = {"\u202d": "U+202D (left-to-right override)", "\u202e": "U+202E (right-to-left override)"}
 
