@@ -87,12 +87,13 @@ def is_public(address: IPAddress) -> bool:
 
     Refused: loopback, private, shared (100.64/10), link-local, multicast, reserved, unspecified
     (0.0.0.0, ::), documentation ranges, IPv6 forms that embed such an IPv4 address (IPv4-mapped
-    ::ffff:127.0.0.1, 6to4 2002:7f00:1::) and the rest of ::/8 (IPv4-compatible, NAT64: reserved).
+    ::ffff:127.0.0.1, 6to4 2002:7f00:1::), the rest of ::/8 (IPv4-compatible, NAT64: reserved), and
+    IPv6 site-local fec0::/10 (deprecated by RFC 3879, yet still a private range on some networks).
     """
     if isinstance(address, ipaddress.IPv6Address):
         # Checked by hand: what ipaddress says of ::ffff:a.b.c.d changed in Python 3.13, and 6to4 is "global".
         embedded = address.ipv4_mapped or address.sixtofour
-        if embedded is not None and not is_public(embedded):
+        if (embedded is not None and not is_public(embedded)) or address.is_site_local:
             return False
     return address.is_global and not (
         address.is_multicast
