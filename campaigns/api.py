@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from backend.notifications.api.errors import validation_response
-from backend.notifications.api.parsers import json_object
+from backend.notifications.api.parsers import json_object, single_valued
 from backend.notifications.api.views import IDEMPOTENCY_KEY_SCHEMA, idempotency_key
 from campaigns import actions, report
 from campaigns.models import Campaign
@@ -56,7 +56,7 @@ class CampaignCreateView(APIView):
         Keyset pagination on the id (ids grow with creation): a page is stable while new
         campaigns are created, and costs the same however deep. 422 for a bad limit or cursor.
         """
-        query = CampaignListQuerySerializer(data=request.query_params.dict())
+        query = CampaignListQuerySerializer(data=single_valued(request.query_params))
         query.is_valid(raise_exception=True)
         limit, before = query.validated_data["limit"], query.validated_data.get("before")
         campaigns = Campaign.objects.select_related("kind", "segment").filter(client=request.auth)

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from backend.notifications.api.parsers import single_valued
 from backend.notifications.api.serializers import StrictSerializer
 from inbox import actions, queries, tokens
 from inbox.api_auth import InboxTokenAuthentication, OwnInbox
@@ -106,7 +107,7 @@ class InboxView(_InboxView):
     )
     def get(self, request: Request, user_id: str) -> Response:
         """The newest page (default), older messages (``before``), or every message after an id (``after``)."""
-        query = PageQuerySerializer(data=request.query_params.dict())
+        query = PageQuerySerializer(data=single_valued(request.query_params))
         query.is_valid(raise_exception=True)
         recipient, params = _recipient(user_id), query.validated_data
         limit = params.get("limit", queries.PAGE_SIZE)

@@ -134,6 +134,8 @@ def test_the_list_costs_one_query_after_authentication(api, shipped, django_asse
             "Not a cursor of this list: pass a 'next' or 'previous' value unchanged.",
         ),
         ({"user_id": "u-en-1", "usr": "x"}, "usr", "Unknown field."),
+        # Whose list: a or b? The last one alone was listed.
+        ({"user_id": ["u-ar-1", "u-en-1"]}, "user_id", "Given 2 times; give it once."),
     ],
 )
 def test_bad_queries_are_422_naming_the_parameter(api, query, field, message):

@@ -328,6 +328,7 @@ def test_the_list_pages_through_the_clients_own_campaigns_newest_first(api, crea
         ({"limit": 0}, "limit", "Ensure this value is greater than or equal to 1."),
         ({"before": "x"}, "before", "A valid integer is required."),
         ({"page": 2}, "page", "Unknown field."),
+        ({"before": [10, 5]}, "before", "Given 2 times; give it once."),
     ],
 )
 def test_a_bad_list_query_is_a_422(api, query, field, message):

@@ -161,6 +161,7 @@ def test_an_api_key_does_not_open_an_inbox(api):
         ("limit=101", {"limit": ["Ensure this value is less than or equal to 100."]}),
         ("after=x", {"after": ["A valid integer is required."]}),
         ("since=1", {"since": ["Unknown field."]}),
+        ("limit=2&limit=50", {"limit": ["Given 2 times; give it once."]}),
     ],
 )
 def test_bad_query_parameters_are_422_and_named(layla, query, fields):

@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from backend.notifications.actions.cancel import NotCancellable, cancel
+from backend.notifications.api.parsers import single_valued
 from backend.notifications.api.serializers import (
     MaskedParamsField,
     NotificationSerializer,
@@ -143,7 +144,7 @@ class NotificationListView(APIView):
     )
     def get(self, request: Request) -> Response:
         """What this service sent to one person, newest first; ``next`` / ``previous`` cursors page through."""
-        query_serializer = ListQuerySerializer(data=request.query_params)
+        query_serializer = ListQuerySerializer(data=single_valued(request.query_params))
         query_serializer.is_valid(raise_exception=True)
         query = query_serializer.validated_data
         rows = visible_to(request.auth).filter(recipient__user_id=query["user_id"])

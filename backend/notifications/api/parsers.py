@@ -12,6 +12,7 @@ is, so the limit is a fixed number, the same whatever called the parser.
 import json
 
 from django.conf import settings
+from django.http import QueryDict
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 
@@ -69,6 +70,19 @@ def text_refusal(where: str, message: str) -> dict[str, list[str]]:
     """
     field = where.split(".", 1)[0] or "body"
     return {field: [f"{where}: {message}" if where and where != field else message]}
+
+
+def single_valued(params: QueryDict) -> dict[str, str]:
+    """A query string as one value per name; ``ValidationError`` (422) naming each name given more than once.
+
+    ``?user_id=a&user_id=b`` would otherwise be read as ``b`` alone: which one did the caller mean?
+    """
+    repeated = {
+        name: [f"Given {len(values)} times; give it once."] for name, values in params.lists() if len(values) > 1
+    }
+    if repeated:
+        raise ValidationError(repeated)
+    return params.dict()
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
