@@ -65,6 +65,8 @@ MIDDLEWARE = [
     "backend.middleware.UnreadableRequestMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    # The staff pages are English: left to right whatever the browser asks (frontend/staff_language.py).
+    "frontend.staff_language.StaffPagesInEnglish",
     "django.middleware.common.CommonMiddleware",
     # Django's empty 405 gets a page in the visitor's language (frontend/error_pages.py).
     "frontend.error_pages.MethodNotAllowedPageMiddleware",

@@ -2,8 +2,9 @@
 
 The language is the one ``LocaleMiddleware`` chose for the request (the language cookie, else the
 browser's ``Accept-Language``), so a support agent whose browser asks for Arabic reads Arabic,
-right to left. Each page says what happened and where to go: staff to the start page, people on a
-signed-link page (preferences, unsubscribe, inbox) back to the message that brought them. Paths
+right to left, though the staff pages themselves are English (``staff_language.py``). Each page
+says what happened and where to go: staff to the start page, people on a signed-link page
+(preferences, unsubscribe, inbox) back to the message that brought them. Paths
 under ``/api/`` keep the API's JSON errors (``api/errors.py``). Django answers a wrong method with
 an empty 405 (``require_POST``), not through a handler: ``MethodNotAllowedPageMiddleware`` gives
 it its page. ``/favicon.ico`` is served here too, because browsers ask for it on every site.
@@ -64,7 +65,8 @@ def is_api(request: HttpRequest) -> bool:
 def error_page(request: HttpRequest, status: int) -> HttpResponse:
     """The page for ``status`` (403, 404, 405 or 500) in the active language, with ``lang``/``dir`` on ``<html>``."""
     title, text = PAGES[status]
-    language = translation.get_language()
+    # The staff pages themselves are English (staff_language.py); their error pages are translated.
+    language = getattr(request, "visitor_language", None) or translation.get_language()
     person = request.path.startswith(PERSON_PATHS)
     context = {
         "lang": language,
@@ -75,7 +77,8 @@ def error_page(request: HttpRequest, status: int) -> HttpResponse:
         "person": person,
         "home_url": None if person else reverse("frontend:home"),
     }
-    response = render(request, "frontend/error.html", context, status=status)
+    with translation.override(language):
+        response = render(request, "frontend/error.html", context, status=status)
     response["Content-Language"] = language
     return response
 

@@ -77,3 +77,21 @@ def test_the_preference_center_of_a_language_django_does_not_know_opens_right_to
     assert response.status_code == 200
     assert f'<html lang="{language}" dir="rtl">' in html
     assert f'<option value="{language}" lang="{language}" selected>{name}</option>' in html
+
+
+@pytest.mark.parametrize("path", ["/", "/templates/", "/campaigns/segments/", "/support/", "/support/dashboard/"])
+def test_staff_pages_are_english_left_to_right_whatever_the_browser_asks(client, path):
+    client.force_login(User.objects.get(username="admin"))
+    response = client.get(path, HTTP_ACCEPT_LANGUAGE="ar")
+    assert response.status_code == 200
+    assert '<html lang="en" dir="ltr">' in response.content.decode()
+    assert response["Content-Language"] == "en"
+
+
+def test_the_admin_and_a_staff_pages_403_keep_the_browsers_language(client):
+    client.force_login(User.objects.get(username="support"))
+    forbidden = client.get("/templates/edit/", HTTP_ACCEPT_LANGUAGE="fa")
+    assert (forbidden.status_code, forbidden["Content-Language"]) == (403, "fa")
+    assert '<html lang="fa" dir="rtl">' in forbidden.content.decode()
+    admin = client.get("/admin/", HTTP_ACCEPT_LANGUAGE="ar").content.decode()
+    assert '<html lang="ar" dir="rtl">' in admin
