@@ -127,3 +127,12 @@ def test_the_traffic_is_the_last_days_read_through_the_state_changes(client, sup
     page = client.get("/").content.decode()
     assert "Accepted in the last day, newest first." in page and "u-ar-1" in page
     assert "<dt>sent</dt><dd>1</dd>" in page
+
+
+def test_every_staff_page_says_who_is_signed_in_and_logs_out(client):
+    client.force_login(User.objects.get(username="marketer"))
+    nav = client.get("/campaigns/").content.decode().split("<nav>")[1].split("</nav>")[0]
+    assert '<span id="signed-in-as" dir="auto">marketer</span>' in nav
+    assert '<form class="who" method="post" action="/admin/logout/">' in nav
+    assert client.post("/admin/logout/").status_code == 200
+    assert client.get("/campaigns/").status_code == 302  # to the login page
