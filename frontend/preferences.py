@@ -129,7 +129,7 @@ def _marketing_stopped(group: dict | None) -> bool:
 
 
 def _time_zone_groups(current: str) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Every IANA zone, grouped by region (sorted), each as (name, "City (UTC+03:00)"), sorted by label.
+    """The listed zones and the user's own, grouped by region (sorted), each as (name, "City (UTC+03:00)"), by label.
 
     In English the city is the IANA name's (``Argentina / Buenos Aires``); in any other language
     CLDR's name for it (``الرياض``, ``ریاض``: ``locales.time_zone_cities``). The offset stays in
@@ -140,10 +140,11 @@ def _time_zone_groups(current: str) -> list[tuple[str, list[tuple[str, str]]]]:
     cities = {} if language.split("-")[0] == "en" else locales.time_zone_cities(language)
     isolate = ("\u2068", "\u2069") if text_direction(language) == "rtl" else ("", "")
     by_region: dict[str, list[tuple[str, str]]] = {}
-    for name in set(locales.time_zone_names()) | {current}:
+    for name in set(locales.listed_time_zones()) | {current}:
         region, _sep, place = name.partition("/")
         label = REGION_LABELS.get(region, _("Other")) if place else _("Other")
-        city = cities.get(name) or (place or name).replace("_", " ").replace("/", " / ")
+        # Outside the place areas (UTC, a legacy US/Eastern kept as someone's zone) the whole name says more.
+        city = cities.get(name) or (place if region in REGION_LABELS else name).replace("_", " ").replace("/", " / ")
         offset = now.astimezone(ZoneInfo(name)).strftime("%z")
         utc = f"{isolate[0]}UTC{offset[:3]}:{offset[3:]}{isolate[1]}"
         by_region.setdefault(str(label), []).append((name, f"{city} ({utc})"))

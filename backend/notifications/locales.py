@@ -26,6 +26,31 @@ def time_zone_names() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones()) - {"Factory", "localtime"}
 
 
+# The IANA areas that name places (``Asia/Riyadh``); the others are legacy (``US/Eastern``, ``W-SU``,
+# ``CST6CDT``) or offsets (``Etc/GMT+1``, whose sign is the reverse of what it reads).
+PLACE_AREAS = frozenset(
+    {"Africa", "America", "Antarctica", "Asia", "Atlantic", "Australia", "Europe", "Indian", "Pacific"}
+)
+
+
+@lru_cache(maxsize=1)
+def listed_time_zones() -> frozenset[str]:
+    """The zones a person picks from: one per place, and UTC (``time_zone_names`` still accepts every other).
+
+    tzdata keeps old names as links (``Asia/Calcutta`` → ``Asia/Kolkata``, ``America/Montreal`` →
+    ``America/Toronto``), which a list showed as the same city two to four times; CLDR's zone aliases
+    (through Babel) name each link's canonical zone. Legacy and offset names (``GMT+1``, ``W-SU``)
+    are left out of the list too.
+    """
+    aliases = get_global("zone_aliases")
+    places = {
+        name
+        for name in time_zone_names()
+        if name.partition("/")[0] in PLACE_AREAS and "/" in name and name not in aliases
+    }
+    return frozenset(places | {"UTC"})
+
+
 @lru_cache(maxsize=1)
 def language_codes() -> frozenset[str]:
     """Every language a user may choose: the ISO 639-1 or 639-2/3 codes Django or CLDR knows, without a region.
