@@ -206,6 +206,12 @@ def test_a_bad_condition_shows_its_message_next_to_its_row(as_marketer):
     assert 'id="seg-count">Fix the rows marked above' in html
 
 
+def test_a_new_filter_asks_for_a_condition_not_for_fixes(as_marketer):
+    html = as_marketer.get(NEW).content.decode()
+    assert 'id="seg-count">Fill in a condition above to see who matches.' in html
+    assert "Fix the rows marked above" not in html
+
+
 def test_an_attribute_range_row_needs_numbers(as_marketer):
     response = as_marketer.post(PREVIEW, rows(("attribute", "orders", "between", "3, ten")), **HTMX)
     assert figure(response, "seg-row-error-0") == "&#x27;ten&#x27; is not a number."

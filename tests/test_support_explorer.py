@@ -399,3 +399,10 @@ def test_the_reveal_audit_is_read_only_in_the_admin(client, as_agent, scene):
     row = ContactReveal.objects.get()
     assert client.post(f"/admin/support/contactreveal/{row.pk}/delete/", {"post": "yes"}).status_code == 403
     assert ContactReveal.objects.count() == 1
+
+
+def test_a_reason_that_only_repeats_the_state_is_not_shown_twice(as_agent, scene):
+    Notification.objects.filter(pk=scene.sent.pk).update(state=State.DELIVERED, reason="delivered")
+    html = as_agent.get("/support/?q=u-ar-1").content.decode()
+    assert '<span class="state state-delivered">Delivered</span></td>' in html  # not "Delivered delivered"
+    assert '<span class="state state-failed">Failed</span> <small>attempts-exhausted</small>' in html

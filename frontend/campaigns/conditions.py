@@ -54,6 +54,11 @@ class Built:
     error: str = ""
     used: list[int] = field(default_factory=list)
 
+    @property
+    def has_row_errors(self) -> bool:
+        """Whether a row is marked with its error (else nothing was counted because no row is filled yet)."""
+        return any(row.error for row in self.rows)
+
 
 def rows_from(data: QueryDict) -> list[Row]:
     """The posted rows (at most ``MAX_ROWS``), in page order."""
