@@ -192,10 +192,23 @@ def _waves(preflight: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 
 def _detail(detail: dict[str, Any]) -> str:
-    """An audit row's detail on one line: ``key: value; …`` (JSON for what is not text), cut at ``DETAIL_CHARS``."""
-    parts = [f"{key}: {value if isinstance(value, str) else json.dumps(value)}" for key, value in detail.items()]
-    line = "; ".join(parts)
+    """An audit row's detail on one line, ``key: value; …``, cut at ``DETAIL_CHARS``.
+
+    A list of plain values reads ``a, b``, an object of them ``ar 22, en 21``; anything deeper is JSON.
+    """
+    line = "; ".join(f"{key.replace('_', ' ')}: {_plain(value)}" for key, value in detail.items())
     return line if len(line) <= DETAIL_CHARS else line[: DETAIL_CHARS - 1] + "…"
+
+
+def _plain(value: Any) -> str:
+    scalar = str | int | float
+    if isinstance(value, scalar):
+        return str(value)
+    if isinstance(value, list) and all(isinstance(item, scalar) for item in value):
+        return ", ".join(str(item) for item in value)
+    if isinstance(value, dict) and all(isinstance(item, scalar) for item in value.values()):
+        return ", ".join(f"{key} {item}" for key, item in value.items())
+    return json.dumps(value, ensure_ascii=False)
 
 
 def outcome_rows(campaign: Campaign) -> list[OutcomeRow]:

@@ -316,3 +316,19 @@ def test_the_report_loads_nothing_but_its_fonts():
 )
 def test_a_name_takes_the_direction_of_its_first_strong_character(text, direction):
     assert report.first_strong_direction(text) == direction
+
+
+@pytest.mark.parametrize(
+    ("detail", "line"),
+    [
+        pytest.param({"fields": ["channel", "end_at"]}, "fields: channel, end_at", id="a-list-reads-as-words"),
+        pytest.param({"audience": 63, "templates": {"ar": 22, "en": 21}}, "audience: 63; templates: ar 22, en 21",
+                     id="an-object-of-plain-values"),
+        pytest.param({"from_state": "running", "counts": {"sent": 6}}, "from state: running; counts: sent 6",
+                     id="keys-without-underscores"),
+        pytest.param({"waves": [{"at": "09:00", "size": 2}]}, 'waves: [{"at": "09:00", "size": 2}]',
+                     id="deeper-stays-json"),
+    ],
+)  # fmt: skip
+def test_an_audit_rows_detail_reads_as_a_line_of_text(detail, line):
+    assert report._detail(detail) == line
