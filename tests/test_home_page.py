@@ -133,6 +133,6 @@ def test_every_staff_page_says_who_is_signed_in_and_logs_out(client):
     client.force_login(User.objects.get(username="marketer"))
     nav = client.get("/campaigns/").content.decode().split("<nav>")[1].split("</nav>")[0]
     assert '<span id="signed-in-as" dir="auto">marketer</span>' in nav
-    assert '<form class="who" method="post" action="/admin/logout/">' in nav
-    assert client.post("/admin/logout/").status_code == 200
+    assert '<form class="who" method="post" action="/admin/logout/">' in nav and 'name="next" value="/"' in nav
+    assert client.post("/admin/logout/", {"next": "/"}).status_code == 302
     assert client.get("/campaigns/").status_code == 302  # to the login page

@@ -127,7 +127,25 @@ def test_required_params_are_those_used_without_a_default(text, required):
         pytest.param("a\x00b", "Text may not contain NUL characters.", id="nul-as-before"),
     ],
 )
-def test_an_author_may_not_write_a_bidi_override(text, problem):
-    found = rendering.author_text_problem(text)
+def test_a_message_may_not_carry_a_bidi_override(text, problem):
+    found = rendering.message_text_problem(text)
     assert (problem in found) if problem else found == ""
-    assert rendering.text_problem(text) == ("" if "\x00" not in text else problem)  # params are not held to it
+    assert rendering.text_problem(text) == ("" if "\x00" not in text else problem)  # storable all the same
+
+
+@pytest.mark.parametrize(
+    "text_body",
+    [
+        pytest.param('Pay at {{ "\\u202e" }}moc.knab-ruoy{{ "\\u202c" }}', id="a-string-escape"),
+        pytest.param('Pay at {{ "%c"|format(8238) }}moc.knab-ruoy', id="format-of-its-code-point"),
+    ],
+)
+def test_a_template_that_renders_an_override_does_not_render(text_body):
+    with pytest.raises(RenderError, match=r"U\+202E \(right-to-left override\)") as exc:
+        rendering.render(version(channel="sms", text_body=text_body), {})
+    assert not exc.value.caused_by_params
+
+
+def test_a_params_override_is_stripped_before_it_is_inserted():
+    rendered = rendering.render(version(channel="sms", text_body="{{ name }} invited you"), {"name": "\u202eevil"})
+    assert rendered.text == "evil invited you"

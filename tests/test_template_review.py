@@ -350,3 +350,15 @@ def test_a_draft_with_a_bidi_override_is_refused(editor):
     with pytest.raises(actions.ApprovalRefused, match=r"U\+202E \(right-to-left override\)"):
         a_draft(editor, "Track it at https://\u202emoc.knab-ruoy/{{ order }}")
     assert not TemplateVersion.objects.filter(text_body__contains="\u202e").exists()
+
+
+def test_an_override_made_by_an_entity_or_an_escape_is_refused_too(editor, approver):
+    # The sanitizer decodes &#x202E; into the character itself; a string escape renders it.
+    with pytest.raises(actions.ApprovalRefused, match=r"U\+202E"):
+        actions.save_template_draft(
+            Kind.objects.get(name="shipped"), "en", "email", editor, subject="Order {{ order }}",
+            text_body="Order {{ order }}", html_body='<a href="https://evil.example">&#x202E;moc.knab-ruoy</a>',
+        )  # fmt: skip
+    draft = a_draft(editor, 'Order {{ order }}: pay at {{ "\\u202e" }}moc.knab-ruoy')
+    problem = actions.approval_problem(draft, approver)
+    assert "does not render with the kind's example params" in problem and "U+202E" in problem

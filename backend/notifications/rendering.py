@@ -174,8 +174,8 @@ def _render(
     finally:
         _missing.reset(token)
         _isolation.reset(isolating)
-    problem = text_problem(output)
-    if problem:  # e.g. {{ '\ud83d' }}: a string escape can make what no keyboard types
+    problem = message_text_problem(output)
+    if problem:  # e.g. {{ '\ud83d' }} or {{ '\u202e' }}: a string escape can make what no keyboard types
         raise RenderError(f"template error: the rendered text is not valid: {problem}")
     return output
 
@@ -196,12 +196,14 @@ def text_problem(text: str) -> str:
 OVERRIDES = {"\u202d": "U+202D (left-to-right override)", "\u202e": "U+202E (right-to-left override)"}
 
 
-def author_text_problem(text: str) -> str:
-    """``text_problem``, and for what an author writes (a template) its bidi overrides too: "" when it may be saved.
+def message_text_problem(text: str) -> str:
+    """``text_problem``, and the bidi overrides: "" when ``text`` may be part of a message a person reads.
 
     An override can make a link's text read as another address; an isolate (U+2067 … U+2069) or
-    ``<bdi>`` gives a run its direction without reversing it. Params are not held to it (a caller's
-    value is isolated when inserted, ``bidi``).
+    ``<bdi>`` gives a run its direction without reversing it. Held to it: what an author types
+    (a template's source), what the sanitizer makes of it (``&#x202E;`` becomes the character), each
+    rendered part (``{{ "\\u202e" }}``, ``"%c"|format(8238)``). Params never carry one: ``_clean``
+    strips every bidi control from them.
     """
     problem = text_problem(text)
     if problem:

@@ -16,7 +16,8 @@ http(s) ``src`` only. ``dir`` and ``lang`` survive everywhere: a sanitizer that 
 silently turns Arabic paragraphs left to right. ``<bdo>`` goes (its text stays): it reverses
 the characters inside it, so ``<bdo dir="rtl">moc.knab-ruoy</bdo>`` reads "your-bank.com" on a link to
 elsewhere; ``<bdi>`` isolates without reversing. The override characters themselves (U+202D,
-U+202E) are refused in the template's text before it gets here (``rendering.author_text_problem``).
+U+202E) are refused in the template's source, in what this makes of it, and in every rendered
+part (``rendering.message_text_problem``).
 """
 
 import re

@@ -8,7 +8,7 @@ from django.utils.translation import get_language_info
 
 from backend.notifications import locales, pricing
 from backend.notifications.models import Channel, Kind, TemplateVersion
-from backend.notifications.rendering import author_text_problem
+from backend.notifications.rendering import message_text_problem
 from frontend.editor.preview import Draft
 
 DEFAULT_AUDIENCE = 1000
@@ -58,7 +58,7 @@ class _Text(forms.CharField):
 
     def to_python(self, value):
         text = super().to_python(value).replace("\r\n", "\n").replace("\r", "\n")
-        problem = author_text_problem(text)
+        problem = message_text_problem(text)
         if problem:
             raise forms.ValidationError(problem)
         return text

@@ -41,16 +41,21 @@ def save_template_draft(
     kind), so numbering is serialized per kind.
     """
     for part in (subject, text_body, html_body):
-        problem = rendering.author_text_problem(part)
+        problem = rendering.message_text_problem(part)
         if problem:
             raise ApprovalRefused(problem)
+    # What is stored: the sanitizer decodes entities, so &#x202E; is the override itself now.
+    html_body = rendering.sanitize_html(html_body)
+    problem = rendering.message_text_problem(html_body)
+    if problem:
+        raise ApprovalRefused(problem)
     with transaction.atomic():
         Kind.objects.select_for_update(no_key=True).only("pk").get(pk=kind.pk)
         siblings = TemplateVersion.objects.filter(kind=kind, language=language, channel=channel)
         latest = max(siblings.values_list("version", flat=True), default=0)
         version = TemplateVersion.objects.create(
             kind=kind, language=language, channel=channel, version=latest + 1, status=TemplateVersion.Status.DRAFT,
-            subject=subject, text_body=text_body, html_body=rendering.sanitize_html(html_body), created_by=author,
+            subject=subject, text_body=text_body, html_body=html_body, created_by=author,
         )  # fmt: skip
         record_event(version, author, TemplateEvent.Action.SAVE, detail={"content_hash": version.content_hash})
     return version

@@ -130,9 +130,9 @@ class TemplateVersion(models.Model):
             )
 
     def clean(self) -> None:
-        from backend.notifications.rendering import author_text_problem
+        from backend.notifications.rendering import message_text_problem
 
-        errors = {part: author_text_problem(getattr(self, part)) for part in ("subject", "text_body", "html_body")}
+        errors = {part: message_text_problem(getattr(self, part)) for part in ("subject", "text_body", "html_body")}
         errors = {part: problem for part, problem in errors.items() if problem}
         if errors:
             raise ValidationError(errors)
