@@ -143,6 +143,51 @@ def test_an_unregistered_push_token_is_disabled_and_other_devices_still_get_it(s
     assert [m["to"] for m in stub_messages(stub_providers, "webpush")] == [subscription["endpoint"]]
 
 
+def two_fcm_devices() -> None:
+    """Layla's devices: an FCM phone and an FCM tablet, in place of the demo's one phone."""
+    recipient = Recipient.objects.get(user_id="u-ar-1")
+    recipient.devices.all().delete()
+    Device.objects.bulk_create([Device(recipient=recipient, platform="fcm", token=token)
+                                for token in ("fcm-phone", "fcm-tablet")])  # fmt: skip
+
+
+def test_a_device_not_reached_for_now_gets_the_push_on_the_retry_and_the_others_only_once(send, stub_providers):
+    two_fcm_devices()
+    stub_providers.state.faults = {"fcm": {"rules": {"fcm-tablet": {"outcome": "503", "times": 1}}}}
+
+    notification = deliver(post(send, "shipped", "order-41-shipped", channel="push"))
+    assert (notification.state, notification.reason) == (State.QUEUED, "retry")  # not "sent" with one left out
+    assert notification.last_error.startswith("other devices: ")
+    notification = deliver(notification)  # the worker's retry
+
+    assert notification.state == State.SENT
+    assert sorted(notification.attempts.values_list("device__token", "result")) == [
+        ("fcm-phone", "sent"), ("fcm-tablet", "sent"), ("fcm-tablet", "transient"),
+    ]  # fmt: skip
+    assert sorted(m["to"] for m in stub_messages(stub_providers, "fcm")) == ["fcm-phone", "fcm-tablet"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "limits", "tablet"),
+    [
+        pytest.param("unregistered", {}, "permanent", id="the-other-device-is-gone"),
+        pytest.param({"outcome": "503", "times": 1}, {"MAX_ATTEMPTS": 2}, "transient", id="no-attempts-left"),
+    ],
+)
+def test_a_push_some_devices_took_ends_sent_when_the_rest_cannot_be_retried(send, stub_providers, settings, fault,
+                                                                            limits, tablet):  # fmt: skip
+    settings.NOTIFY = {**settings.NOTIFY, **limits}
+    two_fcm_devices()
+    stub_providers.state.faults = {"fcm": {"rules": {"fcm-tablet": fault}}}
+
+    notification = deliver(post(send, "shipped", "order-42-shipped", channel="push"))
+
+    assert notification.state == State.SENT  # never failed or dead-lettered: the phone has it
+    assert sorted(notification.attempts.values_list("device__token", "result")) == [
+        ("fcm-phone", "sent"), ("fcm-tablet", tablet),
+    ]  # fmt: skip
+
+
 def test_a_dead_letter_after_the_last_attempt_and_its_replay_delivering(send, stub_providers, settings):
     settings.NOTIFY = {**settings.NOTIFY, "MAX_ATTEMPTS": 2}
     stub_providers.state.faults = {"twilio": {"rules": {LAYLA_PHONE: {"outcome": "429", "times": 2}}}}

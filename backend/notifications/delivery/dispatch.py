@@ -348,10 +348,45 @@ def _deliver_claimed(notification: Notification, destinations: list[list[Target]
         except (ProviderError, Wait) as exc:
             # A transient failure of any destination wins: it is worth a retry.
             failure = failure if isinstance(failure, ProviderError) and not failure.permanent else exc
-    if sent is not None:
-        actions.mark_sent(notification, *sent)
-    else:
+    if sent is None:
         _after_failure(notification, failure)
+    elif (delay := _retry_for_the_rest(notification, failure)) is not None:
+        # Some devices have it, others were not reached for now: the retry tries those left (_targets).
+        logger.info("notification %s: sent to some devices; %s, the rest in %.1f s", notification.pk, failure, delay)
+        actions.requeue_for_retry(notification, delay, f"other devices: {failure}")
+    else:
+        actions.mark_sent(notification, *sent)
+
+
+def _retry_delay(notification: Notification, failure: Exception | None) -> float:
+    """Seconds before trying again after ``failure``: a ``Wait``'s own, else full-jitter backoff (``Retry-After``)."""
+    if isinstance(failure, Wait):
+        return failure.delay
+    conf = settings.NOTIFY
+    delay = backoff_delay(max(1, notification.retries_used), conf["RETRY_BASE"], conf["RETRY_CAP"])
+    if failure is not None and failure.retry_after is not None:
+        delay = max(delay, failure.retry_after)
+    return delay
+
+
+def _retry_for_the_rest(notification: Notification, failure: Exception | None) -> float | None:
+    """Seconds until a push that some devices took tries the devices left, or None: it ends ``sent`` now.
+
+    The devices left are worth a retry when nothing final stopped them: the budget, the bulkhead or
+    the breaker said wait, or a call failed transiently; the attempts (one per device's call) are
+    under ``MAX_ATTEMPTS``; and the retry comes within the validity window. Otherwise the
+    notification is sent (some devices have it), never failed, dead-lettered or expired; the
+    attempt rows say which devices did not get it.
+    """
+    if failure is None or (isinstance(failure, ProviderError) and failure.permanent):
+        return None
+    if isinstance(failure, Wait) and failure.reason == "validity-expired":
+        return None
+    if notification.retries_used >= settings.NOTIFY["MAX_ATTEMPTS"]:
+        # Each device's call counts an attempt: past the limit a retry would be taken for a worker that died.
+        return None
+    delay = _retry_delay(notification, failure)
+    return delay if notification.valid_until.timestamp() >= time.time() + delay else None
 
 
 def _after_failure(notification: Notification, failure: Exception | None) -> None:
@@ -362,17 +397,11 @@ def _after_failure(notification: Notification, failure: Exception | None) -> Non
         actions.mark_failed(notification, "permanent-error", str(failure))
         return
     error = str(failure) if failure else "no provider accepted the message"
-    conf = settings.NOTIFY
-    if isinstance(failure, ProviderError) and notification.retries_used >= conf["MAX_ATTEMPTS"]:
+    if isinstance(failure, ProviderError) and notification.retries_used >= settings.NOTIFY["MAX_ATTEMPTS"]:
         last_provider = notification.attempts.order_by("-number").values_list("provider", flat=True).first()
         actions.dead_letter(notification, last_provider or "", error)
         return
-    if isinstance(failure, Wait):
-        delay = failure.delay
-    else:
-        delay = backoff_delay(max(1, notification.retries_used), conf["RETRY_BASE"], conf["RETRY_CAP"])
-        if failure is not None and failure.retry_after is not None:
-            delay = max(delay, failure.retry_after)
+    delay = _retry_delay(notification, failure)
     if notification.valid_until.timestamp() < time.time() + delay:
         # The retry would come after the validity window: it ends now, never late.
         actions.expire(notification, from_state=State.SENDING)
