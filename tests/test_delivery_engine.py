@@ -171,7 +171,7 @@ def test_a_device_not_reached_for_now_gets_the_push_on_the_retry_and_the_others_
     ("fault", "limits", "tablet"),
     [
         pytest.param("unregistered", {}, "permanent", id="the-other-device-is-gone"),
-        pytest.param({"outcome": "503", "times": 1}, {"MAX_ATTEMPTS": 2}, "transient", id="no-attempts-left"),
+        pytest.param({"outcome": "503", "times": 1}, {"MAX_ATTEMPTS": 1}, "transient", id="no-tries-left"),
     ],
 )
 def test_a_push_some_devices_took_ends_sent_when_the_rest_cannot_be_retried(send, stub_providers, settings, fault,
@@ -186,6 +186,33 @@ def test_a_push_some_devices_took_ends_sent_when_the_rest_cannot_be_retried(send
     assert sorted(notification.attempts.values_list("device__token", "result")) == [
         ("fcm-phone", "sent"), ("fcm-tablet", tablet),
     ]  # fmt: skip
+
+
+def test_a_push_to_six_devices_in_an_outage_is_retried_per_try_not_dead_lettered_per_call(
+    send, stub_providers, settings
+):
+    # Six devices make six attempts a try: counted per call, MAX_ATTEMPTS (3 here) ended it after the first.
+    # The breaker kept closed: an open one makes the calls wait instead of fail.
+    settings.NOTIFY = {**settings.NOTIFY, "MAX_ATTEMPTS": 3, "BREAKER_CONSECUTIVE_FAILURES": 1000,
+                       "BREAKER_FAILURE_RATE": 2.0}  # fmt: skip
+    recipient = Recipient.objects.get(user_id="u-ar-1")
+    recipient.devices.all().delete()
+    Device.objects.bulk_create([Device(recipient=recipient, platform="fcm", token=f"fcm-{n}") for n in range(6)])
+    outage = [time.time(), time.time() + 3600]
+    stub_providers.state.faults = {"fcm": {"outage": outage}}
+    notification = post(send, "shipped", "order-43-shipped", channel="push")
+
+    tries = []
+    for _ in range(3):
+        notification = deliver(notification)
+        tries.append((notification.state, dispatch.tries_used(notification), notification.attempt_count))
+
+    assert tries == [(State.QUEUED, 1, 6), (State.QUEUED, 2, 12), (State.FAILED, 3, 18)]
+    assert DeadLetter.objects.filter(notification=notification).count() == 1
+    stub_providers.state.faults = {}
+    assert actions.replay(DeadLetter.objects.get(notification=notification), by="support") == "replayed"
+    notification = deliver(notification)
+    assert (notification.state, dispatch.tries_used(notification)) == (State.SENT, 1)  # counted from the replay
 
 
 def test_a_dead_letter_after_the_last_attempt_and_its_replay_delivering(send, stub_providers, settings):

@@ -14,6 +14,7 @@ import traceback
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import Count
 
 from backend.notifications import actions, email_footer, links, masking, pricing, rendering, sms_encoding
 from backend.notifications.delivery import breaker, budget, lease, sent_marker
@@ -331,7 +332,7 @@ def _deliver_claimed(notification: Notification, destinations: list[list[Target]
             gated[1].release()
         actions.mark_sent(notification, accepted[0], accepted[1], reason=accepted[2])
         return
-    if notification.retries_used >= settings.NOTIFY["MAX_ATTEMPTS"]:
+    if tries_used(notification) >= settings.NOTIFY["MAX_ATTEMPTS"]:
         # Every attempt so far started and never finished: a worker died each time (a poison message).
         if gated:
             gated[1].release()
@@ -358,12 +359,31 @@ def _deliver_claimed(notification: Notification, destinations: list[list[Target]
         actions.mark_sent(notification, *sent)
 
 
-def _retry_delay(notification: Notification, failure: Exception | None) -> float:
+def tries_used(notification: Notification) -> int:
+    """Tries since the last replay, what ``MAX_ATTEMPTS`` and the backoff count: ``retries_used``, one per attempt.
+
+    A push to several devices writes an attempt per device's call, so there it is the most attempts any
+    one device had (one query): counted per call, a push to five devices used up ``MAX_ATTEMPTS`` (5)
+    on its first try and was dead-lettered at its first transient failure, never retried.
+    """
+    if notification.channel != Channel.PUSH or notification.retries_used <= 1:
+        return notification.retries_used
+    per_device = (
+        notification.attempts.filter(number__gt=notification.replayed_attempts)
+        .order_by()
+        .values("device")
+        .annotate(calls=Count("id"))
+        .values_list("calls", flat=True)
+    )
+    return max(per_device, default=0)
+
+
+def _retry_delay(notification: Notification, failure: Exception | None, tries: int) -> float:
     """Seconds before trying again after ``failure``: a ``Wait``'s own, else full-jitter backoff (``Retry-After``)."""
     if isinstance(failure, Wait):
         return failure.delay
     conf = settings.NOTIFY
-    delay = backoff_delay(max(1, notification.retries_used), conf["RETRY_BASE"], conf["RETRY_CAP"])
+    delay = backoff_delay(max(1, tries), conf["RETRY_BASE"], conf["RETRY_CAP"])
     if failure is not None and failure.retry_after is not None:
         delay = max(delay, failure.retry_after)
     return delay
@@ -373,8 +393,8 @@ def _retry_for_the_rest(notification: Notification, failure: Exception | None) -
     """Seconds until a push that some devices took tries the devices left, or None: it ends ``sent`` now.
 
     The devices left are worth a retry when nothing final stopped them: the budget, the bulkhead or
-    the breaker said wait, or a call failed transiently; the attempts (one per device's call) are
-    under ``MAX_ATTEMPTS``; and the retry comes within the validity window. Otherwise the
+    the breaker said wait, or a call failed transiently; the tries (``tries_used``) are under
+    ``MAX_ATTEMPTS``; and the retry comes within the validity window. Otherwise the
     notification is sent (some devices have it), never failed, dead-lettered or expired; the
     attempt rows say which devices did not get it.
     """
@@ -382,10 +402,10 @@ def _retry_for_the_rest(notification: Notification, failure: Exception | None) -
         return None
     if isinstance(failure, Wait) and failure.reason == "validity-expired":
         return None
-    if notification.retries_used >= settings.NOTIFY["MAX_ATTEMPTS"]:
-        # Each device's call counts an attempt: past the limit a retry would be taken for a worker that died.
+    tries = tries_used(notification)
+    if tries >= settings.NOTIFY["MAX_ATTEMPTS"]:
         return None
-    delay = _retry_delay(notification, failure)
+    delay = _retry_delay(notification, failure, tries)
     return delay if notification.valid_until.timestamp() >= time.time() + delay else None
 
 
@@ -397,11 +417,12 @@ def _after_failure(notification: Notification, failure: Exception | None) -> Non
         actions.mark_failed(notification, "permanent-error", str(failure))
         return
     error = str(failure) if failure else "no provider accepted the message"
-    if isinstance(failure, ProviderError) and notification.retries_used >= settings.NOTIFY["MAX_ATTEMPTS"]:
+    tries = tries_used(notification)
+    if isinstance(failure, ProviderError) and tries >= settings.NOTIFY["MAX_ATTEMPTS"]:
         last_provider = notification.attempts.order_by("-number").values_list("provider", flat=True).first()
         actions.dead_letter(notification, last_provider or "", error)
         return
-    delay = _retry_delay(notification, failure)
+    delay = _retry_delay(notification, failure, tries)
     if notification.valid_until.timestamp() < time.time() + delay:
         # The retry would come after the validity window: it ends now, never late.
         actions.expire(notification, from_state=State.SENDING)
