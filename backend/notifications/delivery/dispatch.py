@@ -351,12 +351,18 @@ def _deliver_claimed(notification: Notification, destinations: list[list[Target]
             failure = failure if isinstance(failure, ProviderError) and not failure.permanent else exc
     if sent is None:
         _after_failure(notification, failure)
-    elif (delay := _retry_for_the_rest(notification, failure)) is not None:
-        # Some devices have it, others were not reached for now: the retry tries those left (_targets).
-        logger.info("notification %s: sent to some devices; %s, the rest in %.1f s", notification.pk, failure, delay)
-        actions.requeue_for_retry(notification, delay, f"other devices: {failure}")
-    else:
-        actions.mark_sent(notification, *sent)
+        return
+    if failure is not None:
+        # Some devices have it; the rest goes to a retry (_targets leaves out those that have it) only when
+        # it is worth one: otherwise it ends sent, never failed, dead-lettered or expired.
+        step, delay, tries = _next_step(notification, failure)
+        if step == "retry" and tries < settings.NOTIFY["MAX_ATTEMPTS"]:
+            logger.info(
+                "notification %s: sent to some devices; %s, the rest in %.1f s", notification.pk, failure, delay
+            )
+            actions.requeue_for_retry(notification, delay, f"other devices: {failure}")
+            return
+    actions.mark_sent(notification, *sent)
 
 
 def tries_used(notification: Notification) -> int:
@@ -389,43 +395,37 @@ def _retry_delay(notification: Notification, failure: Exception | None, tries: i
     return delay
 
 
-def _retry_for_the_rest(notification: Notification, failure: Exception | None) -> float | None:
-    """Seconds until a push that some devices took tries the devices left, or None: it ends ``sent`` now.
+def _next_step(notification: Notification, failure: Exception | None) -> tuple[str, float, int]:
+    """What follows a try that ``failure`` ended: ``(step, delay in seconds, tries_used)``.
 
-    The devices left are worth a retry when nothing final stopped them: the budget, the bulkhead or
-    the breaker said wait, or a call failed transiently; the tries (``tries_used``) are under
-    ``MAX_ATTEMPTS``; and the retry comes within the validity window. Otherwise the
-    notification is sent (some devices have it), never failed, dead-lettered or expired; the
-    attempt rows say which devices did not get it.
+    ``step`` is "expire" (past its validity, or the retry would come after it), "fail" (a permanent
+    error), "dead-letter" (a transient error with ``MAX_ATTEMPTS`` tries used) or "retry" (after
+    ``delay``: a ``Wait``'s own, else full-jitter backoff).
     """
-    if failure is None or (isinstance(failure, ProviderError) and failure.permanent):
-        return None
     if isinstance(failure, Wait) and failure.reason == "validity-expired":
-        return None
+        return "expire", 0.0, 0
+    if isinstance(failure, ProviderError) and failure.permanent:
+        return "fail", 0.0, 0
     tries = tries_used(notification)
-    if tries >= settings.NOTIFY["MAX_ATTEMPTS"]:
-        return None
+    if isinstance(failure, ProviderError) and tries >= settings.NOTIFY["MAX_ATTEMPTS"]:
+        return "dead-letter", 0.0, tries
     delay = _retry_delay(notification, failure, tries)
-    return delay if notification.valid_until.timestamp() >= time.time() + delay else None
+    if notification.valid_until.timestamp() < time.time() + delay:
+        return "expire", 0.0, tries
+    return "retry", delay, tries
 
 
 def _after_failure(notification: Notification, failure: Exception | None) -> None:
-    if isinstance(failure, Wait) and failure.reason == "validity-expired":
-        actions.expire(notification, from_state=State.SENDING)
-        return
-    if isinstance(failure, ProviderError) and failure.permanent:
-        actions.mark_failed(notification, "permanent-error", str(failure))
-        return
+    step, delay, _ = _next_step(notification, failure)
     error = str(failure) if failure else "no provider accepted the message"
-    tries = tries_used(notification)
-    if isinstance(failure, ProviderError) and tries >= settings.NOTIFY["MAX_ATTEMPTS"]:
+    if step == "expire":
+        # Past its validity, or the retry would come after it: it ends now, never late.
+        actions.expire(notification, from_state=State.SENDING)
+    elif step == "fail":
+        actions.mark_failed(notification, "permanent-error", error)
+    elif step == "dead-letter":
         last_provider = notification.attempts.order_by("-number").values_list("provider", flat=True).first()
         actions.dead_letter(notification, last_provider or "", error)
-        return
-    delay = _retry_delay(notification, failure, tries)
-    if notification.valid_until.timestamp() < time.time() + delay:
-        # The retry would come after the validity window: it ends now, never late.
-        actions.expire(notification, from_state=State.SENDING)
-        return
-    logger.info("notification %s: %s, retry in %.1f s", notification.pk, error, delay)
-    actions.requeue_for_retry(notification, delay, error)
+    else:
+        logger.info("notification %s: %s, retry in %.1f s", notification.pk, error, delay)
+        actions.requeue_for_retry(notification, delay, error)

@@ -144,8 +144,10 @@ class Device(models.Model):
         constraints = [models.UniqueConstraint(fields=["platform", "token"], name="device_token_unique")]
 
     def __str__(self) -> str:
-        # The last six characters only: the admin shows this to staff (masking.mask_push_token).
-        return f"{self.platform}:•••{self.token[-6:]}"
+        # Masked as everywhere staff see a token: the admin shows this string.
+        from backend.notifications.masking import mask_push_token
+
+        return f"{self.platform}:{mask_push_token(self.platform, self.token)}"
 
 
 class Preference(models.Model):
