@@ -10,10 +10,10 @@ the review page, the running page and the PDF report):
 * ``audience``, ``stopped`` per policy reason, ``will_send`` and ``languages``;
 * ``waves``: one per UTC offset at the campaign's wall time for a ``local_time``
   schedule (``waves.waves``), else one at the start (``now``) or at ``send_at``;
-* ``sms``: segments per template version, rendered with the campaign's params
-  (``sms_encoding.analyze``), × the price per segment of each destination country
-  (``pricing``), total and per country, and the worst case with every declared
-  param at its ``max_length`` (``frontend.editor.preview.worst_params``);
+* ``sms``: segments per template version, rendered with the campaign's params, × the price
+  per segment of each destination country (``pricing``), total and per country, and the worst
+  case with every declared param at its ``max_length`` (``frontend.editor.preview.measure_sms``,
+  which the template review page uses too);
 * ``rate_per_second`` and ``expected_end``: the expected pace of a spread or rate-limited
   campaign and when it should be done (``pacing.expected_pace``), else the budget's;
 * ``budget_per_second``: the standard tier's share of the channel's primary provider's
@@ -40,15 +40,14 @@ import phonenumbers
 from django.db import connection
 from django.db.models import Max
 
-from backend.notifications import pricing, rendering
+from backend.notifications import pricing
 from backend.notifications.models import Channel, Recipient, TemplateVersion
-from backend.notifications.sms_encoding import UCS2, analyze
 from campaigns import actions, fanout, pacing
 from campaigns.audience import bounded
 from campaigns.models import Campaign, ScheduleMode
 from campaigns.pacing import standard_budget
 from campaigns.waves import iso_z, waves
-from frontend.editor.preview import GSM7_FILLER, UCS2_FILLER, worst_params
+from frontend.editor.preview import measure_sms
 
 MONEY = Decimal("0.0001")
 # Digits after the calling code that tell apart the regions sharing it (NANP: the 3-digit area code).
@@ -219,23 +218,8 @@ def _waves(campaign: Campaign, now: datetime, sending: list[Group], will_send: i
     return [{"at": iso_z(at), "utc_offset": "UTC+00:00", "zones": sorted(zones), "size": will_send}]
 
 
-@dataclass(frozen=True)
-class _Segments:
-    encoding: str
-    segments: int
-    worst: int
-
-
-def _measure(version: TemplateVersion, params: dict) -> _Segments:
-    """Segments of ``version`` with the campaign's ``params``, and with every declared param at its maximum."""
-    actual = analyze(rendering.render(version, params).text)
-    filler = UCS2_FILLER if actual.encoding == UCS2 else GSM7_FILLER
-    worst = analyze(rendering.render(version, {**params, **worst_params(version.kind, filler)}).text)
-    return _Segments(actual.encoding, actual.segments, max(actual.segments, worst.segments))
-
-
 def _sms(campaign: Campaign, sending: list[Group], versions: dict[int, TemplateVersion]) -> dict[str, Any]:
-    measured = {pk: _measure(version, campaign.params) for pk, version in versions.items()}
+    measured = {pk: measure_sms(version, campaign.params) for pk, version in versions.items()}
     per_language: dict[str, dict[str, Any]] = {}
     countries: dict[str | None, dict[str, int]] = defaultdict(lambda: {"recipients": 0, "segments": 0, "worst": 0})
     for group in sending:

@@ -39,7 +39,14 @@ from decimal import Decimal
 from backend.notifications import pricing, rendering
 from backend.notifications.locales import text_direction
 from backend.notifications.models import Channel, Kind, TemplateVersion
-from backend.notifications.sms_encoding import GSM7, UCS2, SmsAnalysis, analyze, replace_lookalikes
+from backend.notifications.sms_encoding import (
+    GSM7,
+    UCS2,
+    SmsAnalysis,
+    analyze,
+    encoding_and_segments,
+    replace_lookalikes,
+)
 from frontend.editor import worker
 
 GSM7_FILLER = "€"  # extension table: 2 septets, the most a GSM-7 character costs
@@ -93,6 +100,28 @@ def worst_params(kind: Kind, filler: str) -> dict:
         else:
             params[name] = [filler * max_length] if isinstance(example, list) else filler * max_length
     return params
+
+
+@dataclass(frozen=True)
+class SmsMeasure:
+    """One SMS of a version: its encoding and segments with some params, and at worst (each param at its longest)."""
+
+    encoding: str
+    segments: int
+    worst: int
+
+
+def measure_sms(version: TemplateVersion, params: dict) -> SmsMeasure:
+    """``version``'s SMS with ``params``, and with every declared param at its ``max_length`` (``worst_params``).
+
+    The filler follows the text's encoding with ``params``: a GSM-7 text is measured with the costliest
+    GSM-7 character, a UCS-2 one with an emoji. Raises ``rendering.RenderError`` when it does not render.
+    """
+    text = rendering.render(version, params, document=False).text
+    encoding, segments = encoding_and_segments(text)
+    filler = UCS2_FILLER if encoding == UCS2 else GSM7_FILLER
+    worst = rendering.render(version, {**params, **worst_params(version.kind, filler)}, document=False).text
+    return SmsMeasure(encoding, segments, max(segments, encoding_and_segments(worst)[1]))
 
 
 def unbounded_params(kind: Kind) -> list[str]:

@@ -9,8 +9,6 @@ holds the rule: the admin is no exception). Who may do what is decided here and
 in the action, never by an ``{% if %}`` alone.
 """
 
-from dataclasses import dataclass
-
 from django.contrib import messages
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
@@ -21,7 +19,6 @@ from backend.notifications import actions, rendering
 from backend.notifications.actions.templates import APPROVE, comment_problem, review_problem
 from backend.notifications.models import Channel, TemplateEvent, TemplateVersion
 from backend.notifications.models.template_history import MAX_COMMENT_CHARS
-from backend.notifications.sms_encoding import UCS2, encoding_and_segments
 from frontend.editor import diff, preview
 from frontend.editor.views import EDIT, VIEW, _answer, staff_only
 
@@ -75,24 +72,12 @@ def awaiting(request: HttpRequest) -> HttpResponse:
     return _answer(render(request, "frontend/editor/awaiting.html", context))
 
 
-@dataclass(frozen=True)
-class SmsSegments:
-    """An SMS version's segments with the kind's example params and with each param at its ``max_length``."""
-
-    example: int
-    worst: int
-
-
-def sms_segments(version: TemplateVersion) -> SmsSegments | None:
-    """``version``'s segments (example, worst case) as the editor counts them; None when it does not render so."""
+def sms_segments(version: TemplateVersion) -> preview.SmsMeasure | None:
+    """``version``'s SMS with the kind's example params and at worst (``preview.measure_sms``); None if it fails."""
     try:
-        example = rendering.render(version, preview.example_params(version.kind), document=False).text
-        encoding, segments = encoding_and_segments(example)
-        filler = preview.UCS2_FILLER if encoding == UCS2 else preview.GSM7_FILLER
-        worst = rendering.render(version, preview.worst_params(version.kind, filler), document=False).text
+        return preview.measure_sms(version, preview.example_params(version.kind))
     except rendering.RenderError:
         return None
-    return SmsSegments(segments, max(segments, encoding_and_segments(worst)[1]))
 
 
 def approval_changes(version: TemplateVersion) -> dict:
