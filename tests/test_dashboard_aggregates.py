@@ -8,7 +8,7 @@ import pytest
 import time_machine
 from django.db import connection
 
-from backend.notifications import aggregates
+from backend.notifications import actions, aggregates
 from backend.notifications.aggregates import WINDOWS
 from backend.notifications.delivery import breaker
 from backend.notifications.models import Attempt, DeadLetter, Kind, Notification, State, StateChange
@@ -141,7 +141,8 @@ def test_sms_cost_adds_each_kinds_priced_attempts_per_utc_day(make):
     email = make(channel="email")
     price = {"cost": Decimal("0.0450"), "currency": "USD"}
     attempt(otp, "twilio", at(12, 0), "sent", **price)
-    attempt(otp, "twilio", at(12, 10), "transient", **price)  # billed parts count, failed or not
+    attempt(otp, "twilio", at(12, 10), "transient", cost=actions.NOT_BILLED, currency="USD")  # as the engine writes it
+    attempt(otp, "twilio", at(12, 20), "sent", **price)
     attempt(shipped, "twilio", at(20, 0, day=29), "sent", cost=Decimal("0.0900"), currency="USD")
     attempt(shipped, "twilio", at(12, 0, day=29), "sent", **price)  # before the day's first hour
     attempt(email, "smtp", at(12, 0), "sent")  # not SMS, not priced

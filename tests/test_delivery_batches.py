@@ -126,6 +126,12 @@ def test_a_wave_records_each_row_its_own_values(send, stub_providers, caller):
     for pk in ids[4:]:
         assert (attempts[pk].result, attempts[pk].provider_ref) == ("transient", "")
         assert attempts[pk].error.startswith("twilio answered HTTP 429: ")
+    # What each attempt cost: the sent ones their quote (twilio to Saudi Arabia); a refused call nothing, its
+    # segments and currency kept.
+    assert [attempts[pk].cost for pk in ids[:4]] == [Decimal("0.0450")] * 4
+    assert [(attempts[pk].sms_segments, attempts[pk].cost, attempts[pk].currency) for pk in ids[4:]] == [
+        (1, Decimal(0), "USD")
+    ] * 2
     assert all(attempt.latency_ms is not None and attempt.latency_ms >= 0 for attempt in attempts.values())
 
 

@@ -225,7 +225,8 @@ def queue_depth_per_tier(window: Window, now: datetime) -> dict[str, list[int]]:
 def sms_cost_per_kind_per_day(window: Window, now: datetime) -> dict[str, dict[str, Decimal]]:
     """What SMS attempts cost per kind per UTC day of the window: ``{"2026-11-30": {"otp USD": Decimal(…)}}``.
 
-    Every priced attempt counts, failed ones included: a provider bills the parts it took.
+    Every priced attempt counts at what it cost: a sent one its segments × the price, billed even when a receipt
+    later says undelivered; a failed one 0 (``actions.NOT_BILLED``: the provider refused it and made no message).
     A kind's name is joined with the currency, so two currencies are never added up.
     """
     start = buckets(window, now)[0]

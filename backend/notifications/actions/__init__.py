@@ -18,6 +18,7 @@ from backend.notifications.actions.accept import (
 )
 from backend.notifications.actions.accept_batch import MAX_BATCH, accept_batch
 from backend.notifications.actions.delivery import (
+    NOT_BILLED,
     claim,
     claimable_sql,
     dead_letter,
@@ -54,6 +55,7 @@ from backend.notifications.actions.templates import (
 
 __all__ = [
     "MAX_BATCH",
+    "NOT_BILLED",
     "AcceptError",
     "Accepted",
     "ApprovalRefused",

@@ -5,6 +5,7 @@ count), so two workers holding the same id never both send.
 """
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection, transaction
@@ -90,7 +91,8 @@ def start_attempt(
 ) -> Attempt:
     """Count the attempt and write its row before the provider is called (a crash leaves it without a result).
 
-    ``sms`` carries an SMS attempt's ``sms_encoding``, ``sms_segments``, ``cost`` and ``currency``.
+    ``sms`` carries an SMS attempt's ``sms_encoding``, ``sms_segments``, ``cost`` and ``currency``: the cost is
+    the quote for the message, which ``finish_attempt`` keeps when the provider takes it.
     """
     Notification.objects.filter(pk=notification.pk).update(attempt_count=F("attempt_count") + 1)
     notification.attempt_count += 1
@@ -104,11 +106,22 @@ def start_attempt(
     )
 
 
+# What a call the provider refused costs: it made no message to bill (Twilio answers an error instead of creating
+# one; Vonage's non-zero status is a message rejected). A timed-out call counts so too: its retry is the one billed.
+NOT_BILLED = Decimal(0)
+
+
 def finish_attempt(attempt: Attempt, result: str, latency_ms: int, error: str = "", provider_ref: str = "") -> None:
-    """Record a provider call's outcome on its attempt row with one targeted UPDATE (counted for /metrics)."""
+    """Record a provider call's outcome on its attempt row with one targeted UPDATE (counted for /metrics).
+
+    A priced SMS attempt that failed costs ``NOT_BILLED`` (0, its currency kept): the quote written with the row
+    was what it would have cost had the provider taken it. Its encoding and segments stay, as measured.
+    """
+    refused = {"cost": NOT_BILLED} if result != Attempt.Result.SENT and attempt.cost is not None else {}
     Attempt.objects.filter(pk=attempt.pk).update(
-        result=result, latency_ms=latency_ms, error=error[:2000], provider_ref=provider_ref
+        result=result, latency_ms=latency_ms, error=error[:2000], provider_ref=provider_ref, **refused
     )
+    attempt.cost = refused.get("cost", attempt.cost)
     metric_counters.add({("attempt", attempt.provider, result): 1})
 
 

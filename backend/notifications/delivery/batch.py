@@ -90,6 +90,7 @@ class Item:
     error: ProviderError | None = None
     latency_ms: int = 0
     id: str = ""
+    priced: bool = False
 
     def __post_init__(self):
         self.id = str(self.notification.pk)
@@ -363,6 +364,8 @@ def _attempt_results(wave: list[Item]) -> tuple[list[int], dict[str, dict[int, A
         "latency_ms": {item.attempt_id: item.latency_ms for item in wave},
         "provider_ref": {item.attempt_id: item.reference for item in wave if item.error is None},
         "error": {item.attempt_id: str(item.error)[:2000] for item in wave if item.error is not None},
+        # A refused call is not billed (see ``actions.finish_attempt``); a priced one's quote becomes 0.
+        "cost": {item.attempt_id: actions.NOT_BILLED for item in wave if item.error is not None and item.priced},
     }
     return list(results), per_row
 
@@ -376,6 +379,7 @@ def _attempt_rows(wave: list[Item], provider: str) -> list[dict[str, Any]]:
         sms = {}
         if notification.channel == Channel.SMS:
             sms = dispatch.sms_cost(item.message, item.target.provider, notification.recipient)
+            item.priced = "cost" in sms
         device = item.target.device
         rows.append(
             {"notification_id": notification.pk, "number": 1, "provider": provider,
