@@ -8,7 +8,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.notifications import metric_counters
-from backend.notifications.delivery import breaker, dispatch, shared_state
+from backend.notifications.delivery import batch, breaker, dispatch, shared_state
 from backend.notifications.models import BreakerEvent, DeadLetter, Notification, State
 from backend.notifications.queues import HUEYS
 from backend.stubs.smtp_sink import free_port
@@ -168,6 +168,28 @@ def test_a_running_campaigns_scheduled_rows_are_counted(client, marketer, approv
 
     assert waiting == 3
     assert value(scrape(client), "notify_notifications", tier="standard", state="scheduled") == waiting
+
+
+def test_a_campaigns_rows_count_as_sent_but_not_in_the_api_sends_latency(
+    client, marketer, approver, smtp_sink, caller, django_capture_on_commit_callbacks
+):
+    """They go at their campaign's pace, which would otherwise be the standard tier's latency while it runs."""
+    campaign = approved_and_started(marketer, approver, segment=list_segment())
+    fanout.fan_out(campaign.pk)
+    ids = [str(pk) for pk in Notification.objects.filter(campaign=campaign).values_list("pk", flat=True)]
+    Notification.objects.filter(pk__in=ids).update(queued_at=NOW)  # fed, as the feeder hands them over
+    latency = ("notify_accept_to_sent_seconds_count", (("tier", "standard"),))
+    before = scrape(client)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        dispatch.deliver(ids[0])  # one at a time, as a retry goes
+        batch.deliver_batch(ids[1:], "standard", caller)
+    after = scrape(client)
+
+    assert Notification.objects.filter(pk__in=ids, state=State.SENT).count() == 3
+    sent = value(after, "notify_notifications_sent_total", tier="standard")
+    assert sent - value(before, "notify_notifications_sent_total", tier="standard") == 3
+    assert after.get(latency, 0) == before.get(latency, 0)
 
 
 def test_without_redis_a_breaker_is_what_the_workers_last_recorded(client, settings):

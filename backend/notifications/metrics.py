@@ -61,9 +61,11 @@ def _tiers(totals: dict[Key, int]) -> Iterator[Metric]:
 
 
 def _latency(totals: dict[Key, int]) -> Metric:
-    """Accept (or a deferred send_at) → sent, per tier, as a cumulative histogram in seconds."""
+    """Accept (or a deferred send_at) → sent of API sends, per tier, as a cumulative histogram in seconds."""
     histogram = HistogramMetricFamily(
-        "notify_accept_to_sent_seconds", "From acceptance (or send_at) to a provider taking it.", labels=["tier"]
+        "notify_accept_to_sent_seconds",
+        "From an API send's acceptance (or send_at) to a provider taking it; not campaign rows.",
+        labels=["tier"],
     )
     tiers: dict[str, dict[str, int]] = defaultdict(dict)
     for (tier, field), n in _labelled(totals, "latency").items():

@@ -21,14 +21,15 @@ logger = logging.getLogger(__name__)
 def record_state_change(notification: Notification, from_state: str, to_state: str, reason: str = "") -> StateChange:
     """Write one row of the notification's state history, and return it; counted for /metrics on commit.
 
-    ``notification.priority`` and ``provider`` label the count (``metric_counters``), and a move to
-    ``sent`` adds its latency from ``due_at`` to ``sent_at``: set them first.
+    ``notification.priority`` and ``provider`` label the count (``metric_counters``), and an API send's move to
+    ``sent`` adds its latency from ``due_at`` to ``sent_at``: set them first. A campaign's row adds none: it waits
+    for its campaign's pace (``aggregates.ACCEPTED_BY_THE_API``).
     """
     # A batch loads its rows without ``provider`` (set only by the move to sent): reading it here would cost
     # a query per failed row, for a label only a sent or later row has.
     provider = "" if "provider" in notification.get_deferred_fields() else notification.provider
     counts = metric_counters.entered(notification.priority, from_state, to_state, provider=provider)
-    if to_state == State.SENT and notification.sent_at:
+    if to_state == State.SENT and notification.sent_at and notification.campaign_id is None:
         counts.update(metric_counters.sent_latency(notification.priority, notification.due_at, notification.sent_at))
     metric_counters.add(counts)
     return StateChange.objects.create(

@@ -414,16 +414,22 @@ def _mark_sent(wave: list[Item], accepted: list[Item], provider: str) -> None:
 def _counted(wave: list[Item], results: dict[int, str], moved: set[str], provider: str, sent_at: datetime) -> Counter:
     """What a recorded wave adds to the /metrics counters (one Redis pipeline): each attempt's result, the rows sent.
 
-    The claim counted its own move to ``sending`` (``_claim``), whatever happens to the wave after it.
+    The claim counted its own move to ``sending`` (``_claim``), whatever happens to the wave after it. Latency
+    is an API send's alone, as in ``record_state_change``.
     """
     counts: Counter = Counter(("attempt", provider, results[item.attempt_id]) for item in wave)
+    sent: Counter = Counter()
     latencies: dict[str, list[float]] = {}
     for item in wave:
         if item.id in moved:
             notification = item.notification
-            latencies.setdefault(notification.priority, []).append((sent_at - notification.due_at).total_seconds())
+            sent[notification.priority] += 1
+            if notification.campaign_id is None:
+                seconds = (sent_at - notification.due_at).total_seconds()
+                latencies.setdefault(notification.priority, []).append(seconds)
+    for tier, n in sent.items():
+        counts.update(metric_counters.entered(tier, State.SENDING, State.SENT, n, provider=provider))
     for tier, seconds in latencies.items():
-        counts.update(metric_counters.entered(tier, State.SENDING, State.SENT, len(seconds), provider=provider))
         counts.update(metric_counters.sent_latencies(tier, seconds))
     return counts
 
