@@ -1,6 +1,7 @@
 """The approvers' workflow: what waits (with its count), a draft beside the version in use, request changes / reject."""
 
 import re
+from unittest.mock import Mock
 
 import pytest
 from django.contrib.auth.models import User
@@ -11,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from backend.notifications import actions
 from backend.notifications.models import Kind, TemplateEvent, TemplateVersion
 from backend.notifications.models.template_history import MAX_COMMENT_CHARS
-from frontend.editor import diff
+from frontend.editor import diff, worker
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -328,6 +329,24 @@ def test_the_review_says_which_param_callers_must_now_send_and_what_an_sms_costs
     assert (
         "<strong>1</strong> segment, at worst (each param at its longest) <strong>4</strong>; "
         "shipped/fa/sms v1: 1, at worst 1." in page
+    )
+
+
+def test_the_sms_is_measured_in_the_preview_worker_and_a_draft_it_stops_reads_as_not_measured(
+    as_approver, editor, monkeypatch
+):
+    """A draft is an author's text: measuring it is bounded in time and memory there, as the editor's panel is."""
+    draft = a_draft(editor, "Your order {{ order }} is packed.")
+    monkeypatch.setattr(worker, "run", Mock(side_effect=worker.PreviewTimeout("the preview took longer than 2 s")))
+
+    response = as_approver.get(f"/templates/{draft.pk}/review/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'id="rv-segments"' not in page
+    assert (
+        "This SMS could not be measured with the kind's example params: "
+        "template error: the preview took longer than 2 s</p>" in page
     )
 
 

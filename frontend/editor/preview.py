@@ -115,13 +115,15 @@ def measure_sms(version: TemplateVersion, params: dict) -> SmsMeasure:
     """``version``'s SMS with ``params``, and with every declared param at its ``max_length`` (``worst_params``).
 
     The filler follows the text's encoding with ``params``: a GSM-7 text is measured with the costliest
-    GSM-7 character, a UCS-2 one with an emoji. Raises ``rendering.RenderError`` when it does not render.
+    GSM-7 character, a UCS-2 one with an emoji. Rendered in the preview worker, as the editor's panel is:
+    a draft under review is an author's text, and the approver's page must not wait on it for longer than
+    ``NOTIFY["PREVIEW_TIMEOUT"]``. Raises ``rendering.RenderError`` when it does not render, or not in time.
     """
-    text = rendering.render(version, params, document=False).text
-    encoding, segments = encoding_and_segments(text)
-    filler = UCS2_FILLER if encoding == UCS2 else GSM7_FILLER
-    worst = rendering.render(version, {**params, **worst_params(version.kind, filler)}, document=False).text
-    return SmsMeasure(encoding, segments, max(segments, encoding_and_segments(worst)[1]))
+    sets = [params] + [{**params, **worst_params(version.kind, filler)} for filler in (GSM7_FILLER, UCS2_FILLER)]
+    rendered, *worst = _render_all(version, sets)
+    encoding, segments = encoding_and_segments(_ok(rendered).text)
+    at_worst = _ok(worst[1] if encoding == UCS2 else worst[0]).text
+    return SmsMeasure(encoding, segments, max(segments, encoding_and_segments(at_worst)[1]))
 
 
 def unbounded_params(kind: Kind) -> list[str]:
@@ -355,8 +357,9 @@ class Preview:
 RenderResult = rendering.Rendered | rendering.RenderError
 
 
-def _render_all(draft: Draft, param_sets: list[dict]) -> list[RenderResult]:
-    """The draft rendered with each param set in one trip to the preview worker (bounded in time and memory).
+def _render_all(draft: Draft | TemplateVersion, param_sets: list[dict]) -> list[RenderResult]:
+    """The draft (or a saved version) rendered with each param set in one trip to the preview worker (bounded in
+    time and memory).
 
     A render that fails is its ``RenderError`` in the list; a worker timeout fails them all.
     """

@@ -72,12 +72,12 @@ def awaiting(request: HttpRequest) -> HttpResponse:
     return _answer(render(request, "frontend/editor/awaiting.html", context))
 
 
-def sms_segments(version: TemplateVersion) -> preview.SmsMeasure | None:
-    """``version``'s SMS with the kind's example params and at worst (``preview.measure_sms``); None if it fails."""
+def sms_segments(version: TemplateVersion) -> preview.SmsMeasure | rendering.RenderError:
+    """``version``'s SMS with the kind's example params and at worst (``preview.measure_sms``), or why it failed."""
     try:
         return preview.measure_sms(version, preview.example_params(version.kind))
-    except rendering.RenderError:
-        return None
+    except rendering.RenderError as exc:
+        return exc
 
 
 def approval_changes(version: TemplateVersion) -> dict:
@@ -87,7 +87,7 @@ def approval_changes(version: TemplateVersion) -> dict:
     the live version, else the default language's), None if nothing. ``new_params`` are the params
     ``version`` requires (``rendering.required_params``) that ``replaced`` does not: once approved, a
     caller that leaves one out gets a 422. For SMS, ``segments`` and ``replaced_segments`` compare
-    the price of one message (``sms_segments``).
+    the price of one message (``sms_segments``), or ``segments_error`` says why the draft's could not be measured.
     """
     replaced = rendering.select_version(version.kind, version.channel, version.language)
     if replaced is not None and replaced.pk == version.pk:
@@ -95,8 +95,13 @@ def approval_changes(version: TemplateVersion) -> dict:
     before = set(rendering.required_params(replaced)) if replaced is not None else set()
     changes = {"replaced": replaced, "new_params": sorted(set(rendering.required_params(version)) - before)}
     if version.channel == Channel.SMS:
-        changes["segments"] = sms_segments(version)
-        changes["replaced_segments"] = sms_segments(replaced) if replaced is not None else None
+        measured = sms_segments(version)
+        if isinstance(measured, rendering.RenderError):
+            changes["segments_error"] = str(measured)
+        else:
+            changes["segments"] = measured
+            before = sms_segments(replaced) if replaced is not None else None
+            changes["replaced_segments"] = before if isinstance(before, preview.SmsMeasure) else None
     return changes
 
 
