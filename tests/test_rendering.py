@@ -117,6 +117,22 @@ def test_required_params_are_those_used_without_a_default(text, required):
     assert rendering.required_params(version(text_body=text)) == required
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("text", "required"),
+    [
+        pytest.param("{% if order %}Track at {{ url }}.{% endif %}", ["url"], id="in-a-branch-a-declared-param-takes"),
+        pytest.param("{% if express %}Track at {{ url }}.{% endif %}", [], id="in-a-branch-no-declared-param-takes"),
+        pytest.param("{% if order %}{{ url|default('') }}{% endif %}{{ order }}", ["order"], id="a-default-still"),
+    ],
+)
+def test_a_param_in_a_branch_the_declared_params_take_is_required(text, required):
+    """``order`` is declared, with an example: every caller sends it, so the branch it opens is always taken."""
+    declared = {"order": {"example": "5012"}}
+    kind = Kind.objects.create(name="k", category="transactional", channels=["sms"], params=declared)
+    assert rendering.required_params(version(kind=kind, channel="sms", text_body=text)) == required
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
     [

@@ -281,18 +281,28 @@ def render(version: TemplateVersion, params: dict, document: bool = True) -> Ren
     return Rendered(subject=subject, text=text, html=html)
 
 
+def example_params(kind: Kind) -> dict:
+    """Each param ``kind`` declares, with its example (its own name when the kind gives none)."""
+    return {name: spec.get("example", name) for name, spec in kind.params.items()}
+
+
 def required_params(version: TemplateVersion) -> list[str]:
     """The params a send of ``version`` must carry, sorted: those it uses without a ``default``.
 
     Rendered with none at all, every param printed, iterated or computed with is reported missing
     (see ``RenderError``); a param only tested (``{% if x %}``) or given a ``default`` is optional.
-    A version that fails for another reason (a broken template) requires nothing that this can tell.
+    Rendered again with the kind's declared params (``example_params``), a param used in a branch they
+    take is required too: ``{% if order %}{{ tracking_url }}{% endif %}`` needs ``tracking_url`` from
+    every caller that sends ``order``. A version that fails for another reason (a broken template)
+    requires nothing that this can tell.
     """
-    try:
-        render(version, {}, document=False)
-    except RenderError as exc:
-        return exc.missing
-    return []
+    missing: set[str] = set()
+    for params in ({}, example_params(version.kind) if version.kind_id else {}):
+        try:
+            render(version, params, document=False)
+        except RenderError as exc:
+            missing.update(exc.missing)
+    return sorted(missing)
 
 
 def email_body(rendered_html: str, direction: str) -> str:

@@ -84,11 +84,6 @@ class Draft:
         )
 
 
-def example_params(kind: Kind) -> dict:
-    """Each declared param's example (its own name when the kind gives none)."""
-    return {name: spec.get("example", name) for name, spec in kind.params.items()}
-
-
 def worst_params(kind: Kind, filler: str) -> dict:
     """Each declared param filled to its ``max_length`` with ``filler`` (see the module docstring)."""
     params = {}
@@ -428,7 +423,8 @@ def build(draft: Draft, country: str, audience: int) -> Preview:
     fillers = (GSM7_FILLER, UCS2_FILLER) if draft.channel == Channel.SMS else ()
     # Every render the panel may need, in one trip to the worker: which worst case applies is known
     # only once the example is measured, and a render costs less than a trip.
-    rendered, *worst = _render_all(draft, [example_params(draft.kind)] + [worst_params(draft.kind, f) for f in fillers])
+    sets = [rendering.example_params(draft.kind)] + [worst_params(draft.kind, filler) for filler in fillers]
+    rendered, *worst = _render_all(draft, sets)
     if isinstance(rendered, rendering.RenderError):
         runs = source_runs(draft.text_body) if draft.channel == Channel.SMS else ()
         return Preview(draft, country, audience, error=str(rendered), missing=tuple(rendered.missing), runs=runs,

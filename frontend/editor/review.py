@@ -75,7 +75,7 @@ def awaiting(request: HttpRequest) -> HttpResponse:
 def sms_segments(version: TemplateVersion) -> preview.SmsMeasure | rendering.RenderError:
     """``version``'s SMS with the kind's example params and at worst (``preview.measure_sms``), or why it failed."""
     try:
-        return preview.measure_sms(version, preview.example_params(version.kind))
+        return preview.measure_sms(version, rendering.example_params(version.kind))
     except rendering.RenderError as exc:
         return exc
 
