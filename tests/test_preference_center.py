@@ -19,6 +19,7 @@ from django.urls import reverse
 from backend.notifications import actions, links, locales
 from backend.notifications.delivery import dispatch
 from backend.notifications.models import Kind, Notification, Preference, Recipient
+from frontend import preferences
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -149,6 +150,11 @@ def test_the_time_zone_picker_lists_each_place_once_grouped_by_region(client):
     assert '<option value="Asia/Riyadh" selected>الرياض (\u2068UTC+03:00\u2069)</option>' in picker
     assert '<optgroup label="آسيا">' in picker
     assert '<option value="America/Argentina/Buenos_Aires">بوينوس أيرس (\u2068UTC-03:00\u2069)</option>' in picker
+
+
+def test_every_area_listed_has_a_translated_label_and_no_label_is_for_an_area_not_listed():
+    """``locales.PLACE_AREAS`` decides which zones are listed; ``REGION_LABELS`` names their groups."""
+    assert set(preferences.REGION_LABELS) == locales.PLACE_AREAS
 
 
 def test_a_user_on_a_legacy_zone_still_finds_it_selected(client):
