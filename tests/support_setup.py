@@ -36,7 +36,8 @@ def deliver_by_twilio(notification: Notification, reference: str) -> None:
 
 def fail_transiently(notification: Notification) -> None:
     assert actions.claim(notification)
-    attempt = actions.start_attempt(notification, "vonage")
+    sms = {"sms_encoding": "UCS-2", "sms_segments": 1, "cost": Decimal("0.04300"), "currency": "USD"}  # the quote
+    attempt = actions.start_attempt(notification, "vonage", sms=sms)
     actions.finish_attempt(attempt, Attempt.Result.TRANSIENT, 3001, error="timed out after 3 s")
     assert actions.dead_letter(notification, "vonage", "timed out after 3 s")
 

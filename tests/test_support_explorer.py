@@ -2,6 +2,7 @@
 
 import csv
 import io
+import re
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -265,6 +266,13 @@ def test_the_trail_of_a_sent_sms_shows_the_attempt_and_cost(as_agent, scene):
     assert "87 ms" in body and "UCS-2" in body and "0.04500 USD" in body and "SM5012abc" in body
     assert "shipped / ar / sms v1 (approved)" in body and "تم شحن طلبك رقم {{ order }}." in body
     assert f'href="/templates/{scene.sent.template_version_id}/"' not in body  # support may not open the editor
+
+
+def test_a_failed_attempt_reads_not_billed(as_agent, scene):
+    body = as_agent.get(f"/support/notifications/{scene.dead.pk}/").content.decode()
+    attempt = re.search(r"<td>vonage</td>.*?</tr>", body, re.S).group(0)
+    assert "timed out after 3 s" in attempt and "<td>not billed</td>" in attempt
+    assert "USD" not in attempt
 
 
 def test_those_who_may_open_the_editor_get_the_template_version_linked(client, scene):
