@@ -18,11 +18,13 @@ so the cursor needs no lock; the poller's nudge is a layer message too.
 
 import json
 import logging
+import time
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
 from backend.notifications.api.parsers import nesting_depth
 from inbox import actions, events, queries, tokens
@@ -33,12 +35,31 @@ logger = logging.getLogger(__name__)
 # Close codes (RFC 6455 §7.4.2 leaves 4000–4999 to applications; README documents them).
 CLOSE_INVALID_TOKEN = 4401  # missing, malformed or tampered token, or an unknown user: do not retry
 CLOSE_EXPIRED_TOKEN = 4403  # a genuine token past its lifetime: fetch a new one, then reconnect
+CLOSE_TOO_MANY = 4429  # too many sockets for the person here, or commands faster than allowed: back off
 
 # A command is a few dozen characters ({"type":"read","id":123}); anything much bigger or deeper is not one.
 # Deep nesting made json.loads raise RecursionError (the socket closed 1011), and a deep but parsable
 # value could fail later, wherever it is printed or walked.
 MAX_FRAME_CHARS = 4096
 MAX_JSON_DEPTH = 8
+
+
+class CommandBucket:
+    """One socket's commands as a token bucket: ``burst`` at once, then ``rate`` a second (``time.monotonic``)."""
+
+    def __init__(self, burst: int, rate: float) -> None:
+        self.burst, self.rate = burst, rate
+        self.tokens, self.at = float(burst), time.monotonic()
+
+    def take(self) -> bool:
+        """Spend a token for one command: False (nothing spent) when the bucket is empty."""
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
 
 
 def _query_token(scope) -> str:
@@ -84,6 +105,19 @@ def _poll(recipient: int, after_id: int) -> tuple[list, bool, int]:
 
 
 class InboxConsumer(AsyncWebsocketConsumer):
+    # True from the hello until the server closes the socket: a refused or closing socket's commands and the
+    # layer's events for it are dropped (one already queued would otherwise be handled after the close).
+    live = False
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # daphne kills an instance that has not finished within its close timeout (a socket flooded with
+            # frames): ``disconnect`` never runs then, and the poller kept the consumer, and every frame queued
+            # for it, for as long as the process lived.
+            poller().unwatch(self)
+
     async def connect(self) -> None:
         try:
             self.user_id = tokens.verify(_query_token(self.scope))
@@ -99,11 +133,18 @@ class InboxConsumer(AsyncWebsocketConsumer):
         if opened is None:
             await self.channel_layer.group_discard(group, self.channel_name)
             return await self._refuse(CLOSE_INVALID_TOKEN, "token-invalid", "The token's user no longer exists.")
-        self.groups = [group]  # AsyncWebsocketConsumer leaves them on disconnect
         self.recipient, self.unread, self.cursor, page = opened
+        limit = settings.INBOX["MAX_SOCKETS_PER_USER"]
+        # Watched before the hello: the poller's nudge is a layer message, handled only after connect returns.
+        if not poller().watch(self, limit):
+            await self.channel_layer.group_discard(group, self.channel_name)
+            message = f"This person has {limit} inbox sockets open here already; close one, then reconnect."
+            return await self._refuse(CLOSE_TOO_MANY, "too-many-sockets", message)
+        self.groups = [group]  # AsyncWebsocketConsumer leaves them on disconnect
+        self.commands = CommandBucket(settings.INBOX["COMMAND_BURST"], settings.INBOX["COMMANDS_PER_SECOND"])
         await self.accept()
         await self._send({"type": "hello", "unread": self.unread, "last_id": self.cursor, "messages": page})
-        poller().watch(self)
+        self.live = True
 
     async def dispatch(self, message: dict) -> None:
         # AsyncConsumer.dispatch first runs close_old_connections in the database thread
@@ -114,6 +155,8 @@ class InboxConsumer(AsyncWebsocketConsumer):
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
+        if message["type"].startswith("inbox.") and not self.live:
+            return
         await handler(message)
 
     async def _refuse(self, code: int, error: str, message: str) -> None:
@@ -133,8 +176,14 @@ class InboxConsumer(AsyncWebsocketConsumer):
     # --- client commands -------------------------------------------------
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if not hasattr(self, "cursor"):
-            return  # a refused socket, closing: nothing it says counts
+        if not self.live:
+            return  # a refused socket, or one closing: nothing it says counts
+        if not self.commands.take():
+            self.live = False
+            burst, rate = self.commands.burst, self.commands.rate
+            message = f"More than {burst} commands at once or {rate:g} a second; reconnect after a pause."
+            await self._error("too-many-commands", message)
+            return await self.close(code=CLOSE_TOO_MANY)
         if len(text_data or bytes_data or "") > MAX_FRAME_CHARS:
             return await self._error("too-large", f"A command has at most {MAX_FRAME_CHARS} characters.")
         try:
@@ -188,6 +237,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
 
     async def _gone(self) -> None:
         """The person was deleted while connected: the token no longer names anyone."""
+        self.live = False
         await self._error("token-invalid", "The token's user no longer exists.")
         await self.close(code=CLOSE_INVALID_TOKEN)
 

@@ -13,7 +13,7 @@ would cost a thousand sockets 33 queries a second at a 30 s interval.
 import asyncio
 import logging
 import weakref
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -63,15 +63,26 @@ class Poller:
 
     def __init__(self) -> None:
         self.sockets: dict[str, object] = {}  # channel name → InboxConsumer
+        self.per_recipient: Counter[int] = Counter()  # recipient pk → sockets watched
         self.task: asyncio.Task | None = None
 
-    def watch(self, consumer) -> None:
+    def watch(self, consumer, limit: int) -> bool:
+        """Watch ``consumer`` unless its person has ``limit`` sockets watched already: then False, nothing changed."""
+        if self.per_recipient[consumer.recipient] >= limit:
+            return False
         self.sockets[consumer.channel_name] = consumer
+        self.per_recipient[consumer.recipient] += 1
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self._run())
+        return True
 
     def unwatch(self, consumer) -> None:
-        self.sockets.pop(consumer.channel_name, None)
+        """Stop watching ``consumer``; a no-op for one not watched (refused, or unwatched already)."""
+        if self.sockets.pop(getattr(consumer, "channel_name", None), None) is None:
+            return
+        self.per_recipient[consumer.recipient] -= 1
+        if not self.per_recipient[consumer.recipient]:
+            del self.per_recipient[consumer.recipient]
         if not self.sockets and self.task is not None:
             self.task.cancel()
             self.task = None

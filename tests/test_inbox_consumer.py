@@ -1,6 +1,9 @@
 """The inbox consumer alone (channels' WebsocketCommunicator, in-memory layer): greeting, refusals,
 commands, and how a socket gets every message exactly once when events are lost or cross."""
 
+import asyncio
+import contextlib
+
 import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
@@ -14,9 +17,9 @@ from django.test.utils import CaptureQueriesContext
 from backend.notifications import actions as notification_actions
 from backend.notifications.delivery.dispatch import deliver
 from backend.notifications.models import Recipient
-from inbox import actions, events, tokens
+from inbox import actions, consumers, events, tokens
 from inbox.models import InboxMessage
-from inbox.poller import newest_ids
+from inbox.poller import newest_ids, poller
 from inbox.routing import websocket_urlpatterns
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo_data")]
@@ -346,3 +349,93 @@ def test_an_odd_frame_is_refused_by_name_and_the_socket_stays_open(sent, answer)
         return reply, after
 
     assert async_to_sync(scenario)() == (answer, {"type": "pong"})
+
+
+# --- bounds: sockets per person, commands per socket, a socket daphne kills ---------------------------------------
+
+
+def test_one_socket_past_the_persons_limit_is_refused_with_4429_and_others_are_not(settings):
+    settings.INBOX = {**settings.INBOX, "MAX_SOCKETS_PER_USER": 2}
+
+    async def scenario():
+        first, second = await connect(), await connect()
+        await first.receive_json_from(timeout=5)
+        await second.receive_json_from(timeout=5)
+        third = await connect()
+        refused = await third.receive_json_from(timeout=5), await third.receive_output(timeout=5)
+        someone_else = await connect("u-fa-1")
+        other = (await someone_else.receive_json_from(timeout=5))["type"]
+        await first.disconnect()
+        again = await connect()
+        after_one_closed = (await again.receive_json_from(timeout=5))["type"]
+        for socket in (second, someone_else, again):
+            await socket.disconnect()
+        return refused, other, after_one_closed, dict(poller().per_recipient), dict(poller().sockets)
+
+    refused, other, after_one_closed, per_recipient, sockets = async_to_sync(scenario)()
+    message = "This person has 2 inbox sockets open here already; close one, then reconnect."
+    assert refused == (
+        {"type": "error", "code": "too-many-sockets", "message": message},
+        {"type": "websocket.close", "code": 4429},
+    )
+    assert (other, after_one_closed) == ("hello", "hello")
+    assert (per_recipient, sockets) == ({}, {})
+
+
+def test_a_socket_past_its_command_budget_is_told_and_closed_with_4429(settings):
+    settings.INBOX = {**settings.INBOX, "COMMAND_BURST": 3, "COMMANDS_PER_SECOND": 0.1}
+
+    async def scenario():
+        socket = await connect()
+        await socket.receive_json_from(timeout=5)
+        replies = []
+        for _ in range(3):
+            await socket.send_to(text_data='{"type": "ping"}')
+            replies.append(await socket.receive_json_from(timeout=5))
+        await socket.send_to(text_data='{"type": "sync", "after": 0}')
+        refused = await socket.receive_json_from(timeout=5), await socket.receive_output(timeout=5)
+        await socket.send_to(text_data='{"type": "ping"}')  # already closing: not answered
+        late = await socket.receive_nothing(timeout=0.3)
+        await socket.disconnect()
+        return replies, refused, late
+
+    replies, refused, late = async_to_sync(scenario)()
+    assert replies == [{"type": "pong"}] * 3
+    message = "More than 3 commands at once or 0.1 a second; reconnect after a pause."
+    assert refused == (
+        {"type": "error", "code": "too-many-commands", "message": message},
+        {"type": "websocket.close", "code": 4429},
+    )
+    assert late is True
+
+
+@pytest.mark.parametrize(
+    ("takes", "expected"),
+    [
+        pytest.param([0, 0, 0], [True, True, False], id="a-burst-of-2-then-empty"),
+        pytest.param([0, 0, 0, 0.2, 0.2], [True, True, False, True, False], id="0.2-s-at-5-a-second-is-one-more"),
+        pytest.param([0, 0, 0.1, 0.3], [True, True, False, True], id="half-a-token-is-none-1.5-is-one"),
+        pytest.param([0, 0, 100, 100, 100], [True, True, True, True, False], id="refilled-to-the-burst-not-past-it"),
+    ],
+)
+def test_the_command_bucket_refills_at_its_rate_up_to_its_burst(monkeypatch, takes, expected):
+    """Burst 2, 5 a second; ``takes`` are the instants (seconds) of each command."""
+    clock = iter([0.0, *takes])  # the first reading is the bucket's creation
+    monkeypatch.setattr(consumers.time, "monotonic", lambda: next(clock))
+    bucket = consumers.CommandBucket(burst=2, rate=5.0)
+    assert [bucket.take() for _ in takes] == expected
+
+
+def test_a_socket_daphne_kills_without_a_disconnect_is_no_longer_watched():
+    """daphne cancels an instance that outlives its close timeout (a flooded socket); disconnect never runs."""
+
+    async def scenario():
+        socket = await connect()
+        await socket.receive_json_from(timeout=5)
+        watched = len(poller().sockets)
+        socket.future.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await socket.future
+        return watched, dict(poller().sockets), dict(poller().per_recipient)
+
+    assert async_to_sync(scenario)() == (1, {}, {})
