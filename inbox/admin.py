@@ -1,7 +1,9 @@
 from django.contrib import admin
+from django.db.models import OuterRef, Subquery
 
 from backend.notifications import masking
 from backend.notifications.admin import CreatedWithin, ListedFiltersOnly
+from backend.notifications.models import Kind
 from inbox.models import InboxMessage
 
 
@@ -17,20 +19,30 @@ class InboxMessageAdmin(ListedFiltersOnly, admin.ModelAdmin):
     list_filter = [CreatedWithin, "kind"]
     show_full_result_count = False  # messages are never purged: "3 of N total" counted all of them
     search_fields = ["recipient__user_id"]
-    list_select_related = ["recipient", "notification__kind"]
+    list_select_related = ["recipient", "notification"]
     fields = [
         "recipient", "notification", "kind", "language", "shown_title", "shown_body", "link",
         "created_at", "read_at", "archived_at",
     ]  # fmt: skip
     readonly_fields = fields
 
+    def get_queryset(self, request):
+        # The message's kind by its stored name: retention sets ``notification`` NULL after 90 days, and the
+        # message must stay masked without it. One subquery, not a query per row of the list.
+        declared = Kind.objects.filter(name=OuterRef("kind")).values("params")[:1]
+        return super().get_queryset(request).annotate(kind_params=Subquery(declared))
+
     @staticmethod
     def _secret(obj: InboxMessage) -> bool:
-        return obj.notification is not None and bool(masking.secret_names(obj.notification.kind))
+        """Its kind declares a secret param, or its kind is gone and nobody can tell (then masked too)."""
+        params = getattr(obj, "kind_params", None)
+        return params is None or any(spec.get("secret") is True for spec in params.values())
 
     @admin.display(description="title")
     def shown_title(self, obj: InboxMessage) -> str:
-        return obj.notification.preview if self._secret(obj) else obj.title
+        if not self._secret(obj):
+            return obj.title
+        return obj.notification.preview if obj.notification is not None else masking.MASK
 
     @admin.display(description="body")
     def shown_body(self, obj: InboxMessage) -> str:

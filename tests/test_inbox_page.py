@@ -195,6 +195,25 @@ def test_support_never_sees_the_code_of_an_otp_sent_in_app(client, send):
     assert "••••••" in detail
 
 
+@pytest.mark.parametrize("gone", ["notification", "notification and kind"])
+def test_the_code_stays_masked_once_retention_deleted_the_notification(client, send, gone):
+    """Retention sets the message's notification NULL; the message's own kind (or, gone, not knowing) still masks."""
+    body = {"user_id": "u-en-1", "kind": "otp", "channel": "inapp", "params": {"code": "482913"}}
+    answer = send(body, key="login-u-en-1-1")
+    deliver(answer.json()["id"])
+    message = InboxMessage.objects.get(notification_id=answer.json()["id"])
+    message.notification = None
+    message.save()
+    if gone == "notification and kind":
+        InboxMessage.objects.filter(pk=message.pk).update(kind="otp-retired")
+    client.force_login(User.objects.get(username="support"))
+    listing = client.get("/admin/inbox/inboxmessage/").content.decode()
+    detail = client.get(f"/admin/inbox/inboxmessage/{message.pk}/change/").content.decode()
+    assert "482913" not in listing and "482913" not in detail
+    assert "Your code is" not in detail
+    assert "••••••" in detail
+
+
 @pytest.mark.parametrize(
     "query",
     ["body__contains=482913", "body__startswith=Your+code+is+4", "title__contains=code"],
