@@ -48,7 +48,7 @@ KIND_DESCRIPTIONS = [
     gettext_noop("Marketing offer"),
 ]
 # What rate-limited notifications are folded into: not a choice of its own (as in GET /api/v1/users/{id}/preferences).
-HIDDEN_KINDS = {"digest"}
+HIDDEN_KINDS = {Kind.DIGEST}
 DEFAULT_QUIET_HOURS = (time(22, 0), time(7, 0))
 REGION_LABELS = {
     "Africa": gettext_lazy("Africa"),
@@ -215,7 +215,9 @@ def page(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse
 @preference_page
 def channel(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse:
     """Turn one kind on one channel on or off (``enabled`` present: on)."""
-    kind = Kind.objects.filter(name=request.POST.get("kind", "")).first()
+    # A kind the page does not show is none a person may switch here: turning off the digest would drop
+    # every message folded into it, though each of those kinds is still on.
+    kind = Kind.objects.exclude(name__in=HIDDEN_KINDS).filter(name=request.POST.get("kind", "")).first()
     if kind is None:
         return _refused(request, token, _("Unknown type of message."), 404)
     try:

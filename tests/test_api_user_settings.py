@@ -59,6 +59,8 @@ def test_put_changes_only_what_it_names(api):
         ({"channels": {"promo": {"sms": False}}},
          {"channels.promo.sms": ["promo is not sent by sms; its channels are email, push, inapp."]}),
         ({"channels": {"nope": {"email": False}}}, {"channels.nope": ["Unknown kind 'nope'."]}),
+        ({"channels": {"digest": {"email": False}}},
+         {"channels.digest.email": ["digest is not a choice of its own: it follows the kinds it gathers."]}),
         ({"quiet_hours": {"start": "22:00", "end": "22:00"}},
          {"quiet_hours.end": ["Must differ from start (use null for no quiet hours)."]}),
         ({"quiet_hours": {"start": "10pm", "end": "07:00"}},

@@ -269,6 +269,8 @@ def test_a_channel_the_kind_does_not_use_and_an_unknown_kind_are_refused(client)
     url = action_url("channel", "u-en-1")
     assert client.post(url, {"kind": "promo", "channel": "sms"}, **HTMX).status_code == 422
     assert client.post(url, {"kind": "nope", "channel": "email"}, **HTMX).status_code == 404
+    # The digest, which the page does not show: off, it would drop every message folded into it.
+    assert client.post(url, {"kind": "digest", "channel": "email"}, **HTMX).status_code == 404
     assert not Preference.objects.exists()
 
 

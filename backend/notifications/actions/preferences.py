@@ -65,6 +65,10 @@ def check_preference(kind: Kind, channel: str, enabled: bool, channels: list[str
 
     ``channels`` are the kind's (``channels_by_kind``), read here when not given.
     """
+    if kind.name == Kind.DIGEST:
+        # It carries the messages of other kinds held back by a rate limit: off, it would drop them though
+        # each of those kinds is on. Nobody sees it among their preferences (the page, the API's answer).
+        raise PreferenceRefused(f"{kind.name} is not a choice of its own: it follows the kinds it gathers.")
     channels = channels_by_kind([kind])[kind.pk] if channels is None else channels
     if channel not in channels:
         raise PreferenceRefused(f"{kind.name} is not sent by {channel}; its channels are {', '.join(channels)}.")
