@@ -74,6 +74,25 @@ def test_a_phone_number_is_found_in_every_form_a_caller_reads_it_out(as_agent, s
     assert {row.pk for row in response.context["page"].rows} == {scene.sent.pk, scene.opted_out.pk, scene.dead.pk}
 
 
+@pytest.mark.parametrize("typed", ["09121234567", "۰۹۱۲۱۲۳۴۵۶۷", "0912 123 4567", "(0912) 123-4567"])
+def test_a_national_number_of_another_country_finds_whoever_has_it(as_agent, scene, typed):
+    """Default region SA: an Iranian caller's 0912… is no Saudi number; of its 14 countries' readings one is Mina's."""
+    mina = Recipient.objects.get(user_id="u-fa-1")
+    assert mina.phone == "+989121234567"
+    sent = send("order-88-shipped", "u-fa-1", "shipped", {"order": "88"}, channel="sms")
+
+    response = as_agent.get("/support/", {"q": typed})
+
+    assert response.context["page"].lookup.label == "phone number +989121234567"
+    assert [row.pk for row in response.context["page"].rows] == [sent.pk]
+
+
+def test_a_national_number_nobody_has_is_searched_as_a_phone_and_finds_nothing(as_agent, scene):
+    response = as_agent.get("/support/", {"q": "07911 123456", "as": "phone"})  # a UK mobile's form; nobody's
+    assert response.context["page"].lookup.label == "phone number 07911123456"
+    assert response.context["page"].rows == []
+
+
 def test_the_default_region_is_a_setting(settings, scene):
     settings.SUPPORT = {"DEFAULT_REGION": "US"}
 
