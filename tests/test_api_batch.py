@@ -187,6 +187,14 @@ def test_an_item_answers_as_the_single_send_would(api, send):
         assert [(c["from_state"], c["to_state"], c["reason"]) for c in history] == [("", "queued", "")]
 
 
+def test_an_item_whose_send_at_is_past_its_validity_is_refused_alone(api):
+    body = {"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}}
+    items = [{**body, "idempotency_key": "old", "send_at": "2020-01-01T10:00:00Z"}, {**body, "idempotency_key": "now"}]
+    results = post_batch(api, items).json()["results"]
+    assert [result["status"] for result in results] == [422, 202]
+    assert results[0]["body"]["fields"]["send_at"][0].startswith("2020-01-01T10:00:00+00:00 is past: a shipped is")
+
+
 def test_a_key_repeated_in_one_batch_is_one_event(api):
     first = {"idempotency_key": "k-1", "user_id": "u-ar-1", "kind": "shipped", "params": {"order": "1"}}
     other_body = {**first, "params": {"order": "2"}}

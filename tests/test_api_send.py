@@ -1,8 +1,9 @@
 """POST /api/v1/notifications: accept, idempotency, validation, tiers."""
 
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
+import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
@@ -355,6 +356,31 @@ def test_future_send_at_is_scheduled_not_queued(send, django_capture_on_commit_c
     assert response.json()["state"] == "scheduled"
     assert response.json()["send_at"] == f"{NEXT_YEAR}-01-01T06:00:00Z"
     assert pending("standard") == 0
+
+
+@pytest.mark.parametrize(
+    ("send_at", "status", "state"),
+    [
+        pytest.param("2026-11-23T12:00:01Z", 202, "queued", id="a-second-inside-the-7-day-window-due-now"),
+        pytest.param("2026-11-23T12:00:00Z", 202, "queued", id="the-windows-last-instant"),
+        pytest.param("2026-11-23T11:59:59Z", 422, None, id="a-second-past-it"),
+        pytest.param("2020-01-01T10:00:00Z", 422, None, id="years-ago"),
+    ],
+)
+def test_a_send_at_whose_validity_window_closed_is_refused(send, send_at, status, state):
+    """shipped is valid 7 days (604,800 s) after its send_at; the clock stands at 2026-11-30T12:00:00Z."""
+    with time_machine.travel(datetime(2026, 11, 30, 12, 0, tzinfo=UTC), tick=False):
+        response = send({**SHIPPED, "send_at": send_at})
+    assert response.status_code == status, response.content
+    if status == 202:
+        assert response.json()["state"] == state
+    else:
+        message = (
+            f"{send_at.replace('Z', '+00:00')} is past: a shipped is valid 604800 s after it, so it could never be "
+            "sent. Leave send_at out to send it now."
+        )
+        assert response.json()["fields"] == {"send_at": [message]}
+        assert not Notification.objects.exists()
 
 
 def test_a_requested_channel_without_an_address_is_recorded_as_suppressed(send, django_capture_on_commit_callbacks):

@@ -2,7 +2,7 @@
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -124,6 +124,20 @@ def _lookup(
     return (*known(request, kind, recipient), None, rendering.select_version)
 
 
+def _check_send_at(kind: Kind, send_at: datetime | None, now: datetime) -> None:
+    """A ``send_at`` whose validity window (``Kind.validity_seconds`` after it) closed before ``now`` is refused.
+
+    Such a notification could never be handed to a provider (DESIGN.md §2, validity): accepted, it went
+    ``expired`` unseen by its caller. One in the past but still valid is due now.
+    """
+    if send_at is not None and send_at + timedelta(seconds=kind.validity_seconds) < now:
+        raise AcceptError(
+            "send_at",
+            f"{send_at.isoformat()} is past: a {kind.name} is valid {kind.validity_seconds} s after it, so it "
+            "could never be sent. Leave send_at out to send it now.",
+        )
+
+
 def _check_declared_lengths(kind: Kind, params: dict) -> None:
     """Params longer than the kind declares are refused: templates are priced for that worst case."""
     for name, spec in kind.params.items():
@@ -183,11 +197,13 @@ def check(
     recipient: Recipient,
     facts: policy.Facts | None = None,
     version_for: Callable[[Kind, str, str], TemplateVersion | None] = rendering.select_version,
+    now: datetime | None = None,
 ) -> Checked:
-    """The checks of one request before the policy decides: channel, declared lengths, route, rendering.
+    """The checks of one request before the policy decides: send_at, channel, declared lengths, route, rendering.
 
-    Raises ``AcceptError``. ``facts`` and ``version_for`` let a batch load what they read once.
+    Raises ``AcceptError``. ``facts``, ``version_for`` and ``now`` let a batch load and read them once.
     """
+    _check_send_at(kind, request.send_at, now or timezone.now())
     if request.channel and provider_for_channel(request.channel) is None:
         raise AcceptError("channel", f"no provider is configured for channel {request.channel!r}")
     _check_declared_lengths(kind, request.params)
@@ -267,7 +283,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
             return Accepted(original, duplicate=True)
     now = timezone.now()
     kind, recipient, facts, version_for = _lookup(request, now)
-    checked = check(request, kind, recipient, facts, version_for)
+    checked = check(request, kind, recipient, facts, version_for, now)
     decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now, facts)
     prepared = build(request, client, kind, recipient, checked, decision, now)
     change = _store(prepared, now) if prepared.digest_at is None else _store_with_digest(prepared)

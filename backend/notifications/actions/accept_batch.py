@@ -257,7 +257,7 @@ def _check_all(requests: list[SendRequest]) -> tuple[list[_Passed | AcceptError]
         kind, recipient = pair
         known_facts = facts[recipient.pk, kind.pk]
         try:
-            out.append((kind, recipient, known_facts, check(request, kind, recipient, known_facts, version_for)))
+            out.append((kind, recipient, known_facts, check(request, kind, recipient, known_facts, version_for, now)))
         except AcceptError as exc:
             out.append(exc)
     return out, now
