@@ -48,6 +48,9 @@ def test_get_unknown_user_is_a_404(api):
     assert (response.status_code, response.json()["message"]) == (404, "No user with id 'nobody'.")
 
 
+UNKNOWN_LANGUAGE = "Unknown language code '{}'; use an ISO 639-1 code such as en, ar or fa (ar-SA is read as ar)."
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
@@ -56,8 +59,9 @@ def test_get_unknown_user_is_a_404(api):
         ("phone", "+abc", "Not a phone number: (1) The string supplied did not seem to be a phone number.."),
         ("time_zone", "Mars/Olympus", "Unknown time zone 'Mars/Olympus'; use an IANA name such as Asia/Riyadh."),
         ("time_zone", "../etc/passwd", "Unknown time zone '../etc/passwd'; use an IANA name such as Asia/Riyadh."),
-        ("language", "xx", "Unknown language code 'xx'; use an ISO 639-1 code such as en, ar or fa."),
-        ("language", "en-US", "Unknown language code 'en-US'; use an ISO 639-1 code such as en, ar or fa."),
+        ("language", "xx", UNKNOWN_LANGUAGE.format("xx")),
+        ("language", "xx-SA", UNKNOWN_LANGUAGE.format("xx-SA")),
+        ("language", "ar-", UNKNOWN_LANGUAGE.format("ar-")),
         ("email", "not-an-email", "Enter a valid email address."),
         ("email", 42, "Enter a valid email address."),
         ("nickname", "Lulu", "Unknown field."),
@@ -73,6 +77,19 @@ def test_bad_contact_data_is_a_422_naming_the_field(api, field, value, message):
     assert response.status_code == 422
     assert response.json()["fields"] == {field: [message]}
     assert not Recipient.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("sent", "stored"),
+    [("ar-SA", "ar"), ("fa_IR", "fa"), ("en-US", "en"), ("zh-Hant-TW", "zh"), ("AR", "ar"), ("ckb-IQ", "ckb")],
+)
+def test_a_locale_tag_is_stored_as_its_language(api, sent, stored):
+    """Apps send their platform's locale; templates are per language, so the region and script are not kept."""
+    response = put(api, "u-9", {**LAYLA, "language": sent})
+    assert (response.status_code, response.json()["language"]) == (201, stored), response.content
+    assert Recipient.objects.get(user_id="u-9").language == stored
+    preferences = api.put("/api/v1/users/u-9/preferences", {"language": sent}, format="json")
+    assert (preferences.status_code, preferences.json()["language"]) == (200, stored)
 
 
 def test_an_empty_body_does_not_erase_the_record(api):

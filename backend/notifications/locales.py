@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterator
 from functools import lru_cache
 
 from babel import Locale, UnknownLocaleError
-from babel.core import get_global
+from babel.core import get_global, parse_locale
 from babel.dates import get_timezone_location
 from babel.localedata import locale_identifiers
 from django.conf.locale import LANG_INFO
@@ -60,6 +60,20 @@ def language_codes() -> frozenset[str]:
     cldr = (code for code in Locale("en").languages if code.isalpha() and code.islower())
     django = (code for code in LANG_INFO if "-" not in code)
     return frozenset({*cldr, *django}) - _NOT_LANGUAGES
+
+
+def language_of(tag: str) -> str | None:
+    """The language of a BCP 47 tag or a POSIX locale name, as stored: ``ar-SA``, ``fa_IR``, ``zh-Hant-TW``, ``AR``
+    → ``ar``, ``fa``, ``zh``, ``ar`` (Babel's ``parse_locale``); None when it names no language ``is_language`` knows.
+
+    Apps send their platform's locale (``ar-SA`` from a browser, ``fa_IR`` from Android); templates are per
+    language, so the region and script are not kept.
+    """
+    try:
+        language = parse_locale(tag.strip().replace("-", "_"))[0].lower()
+    except ValueError:
+        return None
+    return language if is_language(language) else None
 
 
 def is_language(code: str) -> bool:

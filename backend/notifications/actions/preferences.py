@@ -178,9 +178,10 @@ def set_locale(recipient: Recipient, *, language: str | None = None, time_zone: 
     """
     fields = []
     if language is not None:
-        if not locales.is_language(language):
+        code = locales.language_of(language)
+        if code is None:
             raise PreferenceRefused(f"Unknown language code {language!r}; use an ISO 639-1 code such as en, ar or fa.")
-        recipient.language = language
+        recipient.language = code
         fields.append("language")
     if time_zone is not None:
         if time_zone not in locales.time_zone_names():

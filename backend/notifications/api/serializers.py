@@ -34,11 +34,14 @@ MAX_SCHEDULE_AHEAD = timedelta(days=366)
 
 
 def language_code(value: str) -> str:
-    """A known ISO 639-1 language code, lower-cased; raises ValidationError."""
-    code = value.strip().lower()
-    if not locales.is_language(code):
+    """A known ISO 639 language code, lower-cased, from it or a locale tag (``ar-SA`` → ``ar``).
+
+    ``locales.language_of`` reads it. Raises ValidationError.
+    """
+    code = locales.language_of(value)
+    if code is None:
         raise serializers.ValidationError(
-            f"Unknown language code {value!r}; use an ISO 639-1 code such as en, ar or fa."
+            f"Unknown language code {value!r}; use an ISO 639-1 code such as en, ar or fa (ar-SA is read as ar)."
         )
     return code
 
@@ -306,7 +309,9 @@ class RecipientSerializer(StrictSerializer):
         max_length=32,
         help_text="International format; stored as E.164, e.g. +966501234567.",
     )
-    language = LanguageField(required=False, default="en", max_length=8, help_text="e.g. en, ar, fa.")
+    language = LanguageField(
+        required=False, default="en", max_length=35, help_text="e.g. en, ar, fa; a locale tag (ar-SA) is read as ar."
+    )
     time_zone = TimeZoneField(required=False, default="UTC", max_length=64, help_text="IANA, e.g. Asia/Riyadh.")
     attributes = AttributesField(
         required=False,

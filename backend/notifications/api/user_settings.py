@@ -55,7 +55,11 @@ class QuietHoursSerializer(StrictSerializer):
 class PreferencesSerializer(StrictSerializer):
     """Fields left out stay as they are; ``channels`` changes only the kind × channel pairs it names."""
 
-    language = LanguageField(required=False, max_length=8, validators=[language_code])
+    language = LanguageField(required=False, max_length=35)
+
+    def validate_language(self, value: str) -> str:
+        return language_code(value)
+
     time_zone = TimeZoneField(required=False, max_length=64, validators=[time_zone_name])
     quiet_hours = QuietHoursSerializer(required=False, allow_null=True)
     channels = serializers.DictField(
