@@ -13,7 +13,7 @@ from contextlib import suppress
 from functools import wraps
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils import timezone, translation
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.utils.translation import gettext as _
@@ -92,13 +92,26 @@ def _as_person(request: HttpRequest, token: str, resolve: Callable[[str], str], 
         return view(request, recipient, token, *args, **kwargs)
 
 
+# What a plain-text mail client may take into a link along with the URL: the isolates around a footer's URL in
+# right-to-left mail (``email_footer``, U+2068 … U+2069) or a direction mark. A token never holds one.
+_MARKS = "\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+
+
 def for_person(resolve: Callable[[str], str]):
-    """Decorate ``view(request, recipient, token, …)``; ``resolve`` maps the token to a user id or raises LinkError."""
+    """Decorate ``view(request, recipient, token, …)``; ``resolve`` maps the token to a user id or raises LinkError.
+
+    A token with direction marks at either end (a mail client linked them with the URL) is the token without
+    them: a GET is redirected to its clean address, so the page's own links and forms carry no mark.
+    """
 
     def decorator(view):
         @wraps(view)
         def wrapper(request: HttpRequest, token: str, *args, **kwargs) -> HttpResponse:
-            response = _as_person(request, token, resolve, view, *args, **kwargs)
+            clean = token.strip(_MARKS)
+            if clean != token and request.method == "GET":
+                query = request.META.get("QUERY_STRING", "")
+                return redirect(request.path.replace(token, clean, 1) + (f"?{query}" if query else ""))
+            response = _as_person(request, clean, resolve, view, *args, **kwargs)
             # A partial for HTMX, a page or a redirect otherwise; and never a copy of the person's settings in a cache.
             patch_vary_headers(response, ["HX-Request"])
             add_never_cache_headers(response)

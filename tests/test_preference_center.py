@@ -88,6 +88,22 @@ def test_english_is_left_to_right_and_persian_right_to_left(client):
     assert "<h1>تنظیمات اعلان</h1>" in persian
 
 
+@pytest.mark.parametrize("marks", [("", "\u2069"), ("\u2068", "\u2069"), ("\u200f", "")])
+def test_a_link_a_mail_client_took_with_the_footers_direction_marks_still_opens(client, marks):
+    """The plain-text footer of right-to-left mail isolates each URL (U+2068 … U+2069); a client may link them too."""
+    token = links.preference_token("u-ar-1")
+    marked = reverse("frontend:preferences", args=[f"{marks[0]}{token}{marks[1]}"])
+    assert "%E2%81%A9" in marked or "%E2%80%8F" in marked
+
+    response = client.get(f"{marked}?from=mail")
+
+    assert (response.status_code, response["Location"]) == (
+        302,
+        reverse("frontend:preferences", args=[token]) + "?from=mail",
+    )
+    assert client.get(response["Location"]).status_code == 200
+
+
 def test_the_page_is_never_cached_varies_on_htmx_and_keeps_the_link_from_other_sites(client):
     response = client.get(page_url("u-en-1"))
     assert "no-store" in response["Cache-Control"]
