@@ -205,7 +205,7 @@ def test_the_csv_export_of_a_campaign_has_every_row_once(as_agent, scene, monkey
 
     response = as_agent.get("/support/export.csv", {"q": f"campaign:{campaign.pk}"})
 
-    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode("utf-8-sig"))))
     assert [row["user_id"] for row in rows] == user_ids
 
 
@@ -368,9 +368,11 @@ def test_the_csv_export_streams_the_whole_search_masked(as_agent, scene):
     response = as_agent.get("/support/export.csv", {"q": "0501234567"})
 
     assert response.streaming and response["Content-Type"] == "text/csv; charset=utf-8"
-    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    content = b"".join(response.streaming_content)
+    assert content.startswith(b"\xef\xbb\xbfcreated_at,")  # the BOM Excel needs to read UTF-8 (Arabic previews)
+    rows = list(csv.DictReader(io.StringIO(content.decode("utf-8-sig"))))
     assert [row["id"] for row in rows] == [str(scene.dead.pk), str(scene.opted_out.pk), str(scene.sent.pk)]
-    assert {row["phone"] for row in rows} == {"+9665••••567"}
+    assert {row["phone"] for row in rows} == {"'+9665••••567"}  # as text: Excel reads +9665… as a formula
     assert rows[2]["provider_ref"] == "SM5012abc" and rows[1]["reason"] == "opted-out"
 
 
@@ -381,7 +383,7 @@ def test_a_user_id_that_reads_as_a_formula_is_quoted_in_the_csv(as_agent, scene)
     send("formula-1", formula, "shipped", {"order": "1"}, channel="email")
 
     response = as_agent.get("/support/export.csv", {"q": formula, "as": "user"})
-    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode("utf-8-sig"))))
     assert [row["user_id"] for row in rows] == ["'" + formula]
 
 

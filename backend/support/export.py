@@ -8,6 +8,7 @@ import csv
 from collections.abc import Iterator
 
 from backend.notifications.masking import mask_email, mask_phone
+from backend.spreadsheet import BOM, spreadsheet_text
 from backend.support import search
 
 COLUMNS = ("created_at", "id", "user_id", "phone", "email", "kind", "channel", "priority", "state", "reason",
@@ -22,22 +23,16 @@ class _Line:
 
 
 def csv_lines(lookup: search.Lookup, filters: search.Filters) -> Iterator[str]:
-    """The header, then one CSV line per notification of the search, in its order (``Lookup.order``)."""
+    """The header (after ``spreadsheet.BOM``), then one CSV line per notification of the search, in its order.
+
+    ``Lookup.order``; every text cell through ``spreadsheet_text`` (a masked phone starts with ``+``).
+    """
     writer = csv.writer(_Line())
-    yield writer.writerow(COLUMNS)
+    yield BOM + writer.writerow(COLUMNS)
     for row in search.each_row(lookup, filters):
         recipient = row.recipient
-        yield writer.writerow(
-            [row.created_at.isoformat(), row.pk, _safe(recipient.user_id), mask_phone(recipient.phone),
-             mask_email(recipient.email), row.kind.name, row.channel, row.priority, row.state, _safe(row.reason),
-             row.provider, _safe(row.provider_ref), row.attempt_count, row.sent_at.isoformat() if row.sent_at else "",
-             _safe(row.preview)]
-        )  # fmt: skip
-
-
-def _safe(text: str) -> str:
-    """A cell a spreadsheet will not run as a formula (OWASP "CSV injection").
-
-    For every cell others wrote: the preview, the user id a client chose, a provider's reference and reason.
-    """
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+        cells = [row.created_at.isoformat(), row.pk, recipient.user_id, mask_phone(recipient.phone),
+                 mask_email(recipient.email), row.kind.name, row.channel, row.priority, row.state, row.reason,
+                 row.provider, row.provider_ref, row.attempt_count, row.sent_at.isoformat() if row.sent_at else "",
+                 row.preview]  # fmt: skip
+        yield writer.writerow([spreadsheet_text(cell) if isinstance(cell, str) else cell for cell in cells])

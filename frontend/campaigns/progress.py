@@ -38,9 +38,9 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Channel, State
+from backend.spreadsheet import BOM, spreadsheet_text
 from campaigns import actions, ledger, pace, pacing
 from campaigns.models import Campaign, Origin, ScheduleMode
-from frontend.campaigns.views import spreadsheet_text
 from frontend.editor.views import _answer, staff_only
 
 VIEW = "campaigns.view_campaign"
@@ -329,7 +329,7 @@ def _csv_text(lines: list[list[str]]) -> str:
 
 async def _csv_chunks(campaign: Campaign) -> AsyncIterator[str]:
     """The ledger's CSV, ``CSV_BATCH`` rows per chunk: an async iterator, so daphne streams it as it is read."""
-    yield _csv_text([list(ledger.CSV_COLUMNS)])
+    yield BOM + _csv_text([list(ledger.CSV_COLUMNS)])
     after = ""
     while batch := await sync_to_async(ledger.rows)(campaign, after, CSV_BATCH):
         yield _csv_text(

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Recipient
+from backend.spreadsheet import BOM, spreadsheet_text
 from campaigns import csv_upload, segment_query
 from campaigns.models import Segment, SegmentMember
 from frontend.campaigns import conditions, uploads
@@ -217,16 +218,10 @@ def upload_unknown(request: HttpRequest, token: str) -> StreamingHttpResponse:
         raise Http404("No such upload: upload the file again.")
     writer = csv.writer(_Echo(), lineterminator="\r\n")
     ids = (spreadsheet_text(user_id) for user_id in ids)  # an id comes from the uploaded file, as written
-    rows = itertools.chain([writer.writerow(["user_id"])], (writer.writerow([user_id]) for user_id in ids))
+    rows = itertools.chain([BOM + writer.writerow(["user_id"])], (writer.writerow([user_id]) for user_id in ids))
     response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="unknown-user-ids.csv"'
     return _answer(response)
-
-
-def spreadsheet_text(value: str) -> str:
-    """``value`` for a CSV cell a spreadsheet shows as text: one starting with = + - @, a tab or a CR would run
-    as a formula (CSV injection, OWASP), so it gets a leading ``'``."""
-    return f"'{value}" if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 class _Echo:
