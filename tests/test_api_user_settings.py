@@ -1,9 +1,12 @@
 """GET/PUT /api/v1/users/{id}/preferences and PUT /api/v1/users/{id}/devices."""
 
+import base64
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from backend.notifications.models import Device, Preference, Recipient
 
@@ -120,8 +123,7 @@ def test_a_user_keeps_the_most_recently_seen_devices_and_as_many_disabled(api, s
 def test_a_web_push_subscription_needs_an_endpoint_and_keys(api):
     ok = api.put(
         "/api/v1/users/u-ar-1/devices",
-        {"platform": "webpush", "subscription": {"endpoint": "https://push.example.com/abc",
-                                                 "keys": {"p256dh": "BPk", "auth": "x1"}}},
+        {"platform": "webpush", "subscription": {"endpoint": "https://push.example.com/abc", "keys": KEYS}},
         format="json",
     )  # fmt: skip
     assert (ok.status_code, ok.json()["token"]) == (201, "https://push.example.com/abc")
@@ -131,6 +133,42 @@ def test_a_web_push_subscription_needs_an_endpoint_and_keys(api):
         422, {"subscription": ["Needs an http(s) endpoint of at most 1024 characters."]},
     )  # fmt: skip
     assert Recipient.objects.get(user_id="u-ar-1").devices.count() == 2  # the demo phone and the browser
+
+
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+# A browser's subscription keys: its P-256 public key uncompressed (65 bytes) and a 16-byte secret.
+_PUBLIC = ec.generate_private_key(ec.SECP256R1()).public_key()
+KEYS = {
+    "p256dh": _b64url(_PUBLIC.public_bytes(Encoding.X962, PublicFormat.UncompressedPoint)),
+    "auth": _b64url(b"s" * 16),
+}
+_NOT_BASE64 = "keys.p256dh and keys.auth must be base64url, as the browser's subscription gives them."
+_NOT_A_POINT = "keys.p256dh must be a P-256 public key, an uncompressed point of 65 bytes (RFC 8291)."
+
+
+@pytest.mark.parametrize(
+    ("keys", "problem"),
+    [
+        ({"p256dh": "x", "auth": "y"}, _NOT_BASE64),
+        ({**KEYS, "p256dh": "BPk"}, _NOT_A_POINT),
+        ({**KEYS, "p256dh": _b64url(_PUBLIC.public_bytes(Encoding.X962, PublicFormat.CompressedPoint))}, _NOT_A_POINT),
+        ({**KEYS, "p256dh": _b64url(b"\x04" + b"\x01" * 64)}, _NOT_A_POINT),  # 65 bytes, not on the curve
+        ({**KEYS, "auth": _b64url(b"s" * 8)}, "keys.auth must be 16 bytes (RFC 8291); it is 8."),
+    ],
+)  # fmt: skip
+def test_web_push_keys_that_could_not_encrypt_a_push_are_refused(api, keys, problem):
+    body = {"platform": "webpush", "subscription": {"endpoint": "https://push.example.com/abc", "keys": keys}}
+    response = api.put("/api/v1/users/u-ar-1/devices", body, format="json")
+    assert (response.status_code, response.json()["fields"]) == (422, {"subscription": [problem]})
+
+
+def test_padded_keys_are_accepted_as_the_browser_may_send_them(api):
+    padded = {name: value + "=" * (-len(value) % 4) for name, value in KEYS.items()}
+    body = {"platform": "webpush", "subscription": {"endpoint": "https://push.example.com/abc", "keys": padded}}
+    assert api.put("/api/v1/users/u-ar-1/devices", body, format="json").status_code == 201
 
 
 def test_an_fcm_device_needs_a_token(api):

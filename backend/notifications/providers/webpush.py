@@ -20,11 +20,36 @@ from urllib.parse import urlsplit
 
 import requests
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid
 from pywebpush import WebPusher, WebPushException
 
 from backend.notifications.providers import http
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, register
+
+
+def subscription_keys_problem(p256dh: str, auth: str) -> str | None:
+    """Why a subscription's keys cannot encrypt a push (None when they can): RFC 8291 §3.2 and §2.
+
+    ``p256dh`` is the browser's P-256 public key, an uncompressed point (65 bytes); ``auth`` its 16-byte
+    authentication secret; both base64url, padded or not (the Push API's ``toJSON`` leaves the padding out).
+    A subscription with keys ``"x"`` and ``"y"`` was accepted and failed at every push.
+    """
+    try:
+        point = base64.urlsafe_b64decode(p256dh + "=" * (-len(p256dh) % 4))
+        secret = base64.urlsafe_b64decode(auth + "=" * (-len(auth) % 4))
+    except ValueError:
+        return "keys.p256dh and keys.auth must be base64url, as the browser's subscription gives them."
+    problem = "keys.p256dh must be a P-256 public key, an uncompressed point of 65 bytes (RFC 8291)."
+    if len(point) != 65 or point[0] != 4:
+        return problem
+    try:
+        ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)  # on the curve
+    except ValueError:
+        return problem
+    if len(secret) != 16:
+        return f"keys.auth must be 16 bytes (RFC 8291); it is {len(secret)}."
+    return None
 
 
 def generate_vapid_private_key() -> str:
