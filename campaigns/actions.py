@@ -20,7 +20,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from backend.notifications import idempotency
-from backend.notifications.models import ApiClient, Category, Notification, Recipient, State, TemplateVersion
+from backend.notifications.models import ApiClient, Category, Kind, Notification, Recipient, State, TemplateVersion
 from backend.notifications.rendering import RenderError
 from campaigns import ledger, pacing
 from campaigns.audience import Audience, AudienceUnavailable, audience
@@ -45,6 +45,7 @@ CANCEL_CHUNK = 10_000
 # Audit actions that make a user a writer of the campaign, and so never its approver.
 WRITING_ACTIONS = (CampaignAudit.Action.CREATE, CampaignAudit.Action.EDIT, CampaignAudit.Action.SUBMIT)
 SECURITY_REFUSED = "security kinds cannot be sent as a campaign"
+DIGEST_REFUSED = "the digest gathers what a rate limit held back for one person, and is no campaign's kind"
 UNKNOWN_IDS_SHOWN = 20
 
 
@@ -119,6 +120,9 @@ def _kind_problem(campaign: Campaign) -> tuple[str, str] | None:
         return "kind", f"{kind.name}: {SECURITY_REFUSED}"
     if kind.category not in (Category.MARKETING, Category.TRANSACTIONAL):
         return "kind", f"{kind.name}: only marketing and transactional kinds can be sent as a campaign."
+    if kind.name == Kind.DIGEST:
+        # Its template lists the messages a rate limit held back for one person: a campaign has none to list.
+        return "kind", f"{kind.name}: {DIGEST_REFUSED}."
     if campaign.channel not in kind.channels:
         return "channel", f"{kind.name} is sent on {', '.join(kind.channels)}, not {campaign.channel}."
     return None

@@ -75,6 +75,8 @@ def test_a_repeated_key_with_another_body_is_refused(create):
     [
         ({"kind": "nope"}, "kind", "Unknown kind 'nope'."),
         ({"kind": "otp", "channel": "sms"}, "kind", "otp: security kinds cannot be sent as a campaign"),
+        ({"kind": "digest", "channel": "email"}, "kind",
+         "digest: the digest gathers what a rate limit held back for one person, and is no campaign's kind."),
         (
             {"schedule": {"mode": "at", "send_at": "2026-11-30T09:00:00Z"}},
             "schedule.send_at",
@@ -90,7 +92,7 @@ def test_a_repeated_key_with_another_body_is_refused(create):
         ({"channel": "fax"}, "channel", '"fax" is not a valid choice.'),
         ({"colour": "red"}, "colour", "Unknown field."),
     ],
-    ids=["unknown kind", "security kind", "past schedule", "naive instant", "unknown users", "too many users",
+    ids=["unknown kind", "security kind", "digest", "past schedule", "naive instant", "unknown users", "too many users",
          "unknown segment", "unknown channel", "unknown field"],
 )  # fmt: skip
 def test_bad_input_is_a_422_naming_the_field(create, change, field, message):

@@ -121,6 +121,7 @@ def test_a_marketer_saves_a_draft_then_submits_it(client, marketer, segment):
     [
         ({"name": ""}, 400, "Give the campaign a name."),
         ({"kind": "otp"}, 400, "otp: security kinds cannot be sent as a campaign."),
+        ({"kind": "digest"}, 400, "digest: the digest gathers what a rate limit held back for one person"),
         ({"template_ar": "999999"}, 400, "Unknown template version &#x27;999999&#x27; for ar"),
         ({"template_xx": "1"}, 400, "There is no approved shipped template in &#x27;xx&#x27;."),
         ({"correction": "999999"}, 400, "Unknown template version &#x27;999999&#x27;"),

@@ -197,6 +197,8 @@ def _read_kind_and_channel(composed: Composed) -> None:
         composed.errors["kind"] = f"{kind.name}: {actions.SECURITY_REFUSED}."
     elif kind.category not in CAMPAIGN_CATEGORIES:
         composed.errors["kind"] = f"{kind.name}: only marketing and transactional kinds can be sent as a campaign."
+    elif kind.name == Kind.DIGEST:
+        composed.errors["kind"] = f"{kind.name}: {actions.DIGEST_REFUSED}."
     else:
         composed.kind = composed.fields["kind"] = kind
     channel = composed.values.get("channel", "")
@@ -612,7 +614,7 @@ def _form_context(composed: Composed) -> dict[str, Any]:
         "composed": composed,
         "values": composed.values,
         "errors": composed.errors,
-        "kinds": Kind.objects.filter(category__in=CAMPAIGN_CATEGORIES).order_by("name"),
+        "kinds": Kind.objects.filter(category__in=CAMPAIGN_CATEGORIES).exclude(name=Kind.DIGEST).order_by("name"),
         "channels": Channel.choices,
         "segments": Segment.objects.order_by("-created_at", "-pk")[:LIST_LIMIT],
         "modes": ScheduleMode.choices,
