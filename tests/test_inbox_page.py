@@ -145,6 +145,14 @@ def test_inbox_link_prints_a_working_link(client):
     assert client.get(link.removeprefix("http://127.0.0.1:8000")).status_code == 200
 
 
+def test_inbox_link_points_at_the_public_url_by_default(settings):
+    """As mail links do: a demo on another port (bin/demo sets NOTIFY_PUBLIC_URL) gets links to itself."""
+    settings.NOTIFY = {**settings.NOTIFY, "PUBLIC_URL": "http://127.0.0.1:19100"}
+    out = io.StringIO()
+    call_command("inbox_link", "u-ar-1", stdout=out)
+    assert out.getvalue().startswith("http://127.0.0.1:19100/inbox/")
+
+
 def test_inbox_link_refuses_an_unknown_user():
     with pytest.raises(
         CommandError, match=r"No user with id 'u-nobody': create it with PUT /api/v1/users/\{user_id\}."

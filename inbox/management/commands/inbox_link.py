@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from backend.notifications.models import Recipient
@@ -9,9 +10,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("user_id")
-        parser.add_argument("--base-url", default="http://127.0.0.1:8000", help="Where the product is served.")
+        parser.add_argument(
+            "--base-url", default=None, help="Where the product is served; default NOTIFY_PUBLIC_URL, as mail links."
+        )
 
-    def handle(self, user_id: str, base_url: str, **options):
+    def handle(self, user_id: str, base_url: str | None, **options):
         if not Recipient.objects.filter(user_id=user_id).exists():
             raise CommandError(f"No user with id {user_id!r}: create it with PUT /api/v1/users/{{user_id}}.")
+        base_url = base_url or settings.NOTIFY["PUBLIC_URL"]
         self.stdout.write(f"{base_url.rstrip('/')}/inbox/{tokens.page_link(user_id)}/")
