@@ -114,6 +114,7 @@ def test_a_marketer_composes_an_arabic_sms_campaign_an_approver_approves_it_and_
     page.click("#review-approve")
     expect(page.locator("#review-state")).to_have_text("Approved")
     expect(page.locator(".tpl-message")).to_have_text("Approved 'Weekend flash sale'.")
+    expect(page.locator("#review-decided")).to_contain_text("Nothing waits for a decision: the campaign is approved")
     campaign.refresh_from_db()
     assert campaign.state == "approved"
     assert re.fullmatch(r"[0-9a-f]{64}", campaign.approvals.get().content_hash)
