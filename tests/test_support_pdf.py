@@ -41,7 +41,8 @@ def test_a_long_reference_wraps_and_leaves_the_cost_on_the_page(as_agent, scene)
     Attempt.objects.filter(notification=scene.sent).update(provider_ref=reference)
     text = pdf_text(as_agent.get(f"/support/notifications/{scene.sent.pk}/history.pdf").content)
     # Every header readable: "Segments" once ran into "Cost", and the text had no "Cost" at all.
-    assert re.search(r"^ *# +Provider +Started \(UTC\) +Latency +Answer +Reference +Encoding +Segments +Cost$", text, re.M)
+    header = r"^ *# +Provider +Started \(UTC\) +Latency +Answer +Reference +Encoding +Segments +Cost$"
+    assert re.search(header, text, re.MULTILINE)
     assert re.search(r" +UCS-2 +1 +0\.04500$", text, re.MULTILINE), text
     assert reference not in text  # wrapped inside its cell
     assert reference[:12] in text  # its first part, on the first line of its cell
