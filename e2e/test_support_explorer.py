@@ -48,8 +48,8 @@ def test_support_finds_reads_reveals_and_downloads(live_server, page, screenshot
 
     page.click("tr[data-state=suppressed] a >> nth=0")
     trail = page.locator("ol.trail")
-    expect(trail).to_contain_text("Not sent: the user turned off promo on email on ")
-    expect(trail).to_contain_text("(Asia/Riyadh) in their preferences.")
+    expect(trail).to_contain_text("Not sent: promo on email is off in the user's preferences since ")
+    expect(trail).to_contain_text("(Asia/Riyadh), set by the user, in the preference center.")
     screenshot("support-trail-suppressed")
 
     page.go_back()

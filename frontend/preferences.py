@@ -221,7 +221,8 @@ def channel(request: HttpRequest, recipient: Recipient, token: str) -> HttpRespo
     if kind is None:
         return _refused(request, token, _("Unknown type of message."), 404)
     try:
-        actions.set_preference(recipient, kind, request.POST.get("channel", ""), "enabled" in request.POST)
+        channel, enabled = request.POST.get("channel", ""), "enabled" in request.POST
+        actions.set_preference(recipient, kind, channel, enabled, by=actions.BY_PREFERENCE_CENTER)
     except actions.PreferenceRefused:
         if not kind.opt_out_allowed:
             return _refused(request, token, _("Security messages can't be turned off."), 403)
@@ -237,7 +238,7 @@ def channel(request: HttpRequest, recipient: Recipient, token: str) -> HttpRespo
 @preference_page
 def marketing(request: HttpRequest, recipient: Recipient, token: str) -> HttpResponse:
     """Stop all marketing (``stopped`` present) on every channel, or turn it all back on; other kinds stay."""
-    actions.set_marketing(recipient, enabled="stopped" not in request.POST)
+    actions.set_marketing(recipient, enabled="stopped" not in request.POST, by=actions.BY_STOP_ALL_MARKETING)
     return _saved(request, token, marketing_group=_marketing_group(_groups(recipient)))
 
 

@@ -37,11 +37,14 @@ def _plain(text: str, status: int) -> HttpResponse:
     return HttpResponse(f"{text}\n", status=status, content_type="text/plain; charset=utf-8")
 
 
-def _set(recipient: Recipient, target: links.Unsubscribe, enabled: bool) -> Kind | None:
-    """Switch the token's kind × channel; None when the kind no longer exists. Raises ``PreferenceRefused``."""
+def _set(recipient: Recipient, target: links.Unsubscribe, enabled: bool, by: str) -> Kind | None:
+    """Switch the token's kind × channel (``by``: who, for the support trail); None when the kind no longer exists.
+
+    Raises ``PreferenceRefused``.
+    """
     kind = Kind.objects.filter(name=target.kind).first()
     if kind is not None:
-        actions.set_preference(recipient, kind, target.channel, enabled)
+        actions.set_preference(recipient, kind, target.channel, enabled, by=by)
     return kind
 
 
@@ -57,7 +60,7 @@ def _one_click(request: HttpRequest, token: str) -> HttpResponse:
     if recipient is None:
         return _plain("No such subscriber.", 404)
     try:
-        kind = _set(recipient, target, enabled=False)
+        kind = _set(recipient, target, enabled=False, by=actions.BY_ONE_CLICK)
     except actions.PreferenceRefused as exc:
         return _plain(str(exc), 400)
     if kind is None:
@@ -102,7 +105,7 @@ def _show(request: HttpRequest, recipient: Recipient, token: str) -> HttpRespons
 
 def _change(request: HttpRequest, recipient: Recipient, token: str, enabled: bool) -> HttpResponse:
     with suppress(actions.PreferenceRefused):  # a security kind: the page says it is locked
-        _set(recipient, links.unsubscribe_target(token), enabled)
+        _set(recipient, links.unsubscribe_target(token), enabled, actions.BY_UNSUBSCRIBE_PAGE)
     url = reverse("frontend:unsubscribe", args=[token])
     return redirect(f"{url}?done={'on' if enabled else 'off'}")
 

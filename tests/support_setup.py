@@ -47,7 +47,7 @@ def make_scene() -> Scene:
     layla = Recipient.objects.get(user_id="u-ar-1")
     sent = send("order-5012-shipped", "u-ar-1", "shipped", {"order": "5012"}, channel="sms")
     deliver_by_twilio(sent, "SM5012abc")
-    actions.set_preference(layla, Kind.objects.get(name="promo"), "email", False)
+    actions.set_preference(layla, Kind.objects.get(name="promo"), "email", False, by=actions.BY_PREFERENCE_CENTER)
     opted_out = send("promo-week-48", "u-ar-1", "promo", {"percent": "20"}, channel="email")
     dead = send("order-5013-shipped", "u-ar-1", "shipped", {"order": "5013"}, channel="sms")
     fail_transiently(dead)

@@ -17,7 +17,7 @@ from django.test import RequestFactory
 from django.utils import timezone
 
 from backend.notifications import actions
-from backend.notifications.admin import ApiClientAdmin, NotificationAdmin
+from backend.notifications.admin import ApiClientAdmin, NotificationAdmin, PreferenceInline
 from backend.notifications.models import (
     ApiClient,
     Attempt,
@@ -86,6 +86,18 @@ def test_the_history_and_attempts_of_a_notification_are_read_only(inline):
         model_admin.has_delete_permission(request, None),
     )
     assert permissions == (False, False, False)
+
+
+def test_a_persons_preferences_are_read_only_in_the_admin():
+    """Editable they bypassed ``set_preference``: a security kind switched off, and nobody recorded who."""
+    request, inline = superuser_request(), PreferenceInline(Recipient, admin.site)
+    permissions = (
+        inline.has_add_permission(request, None),
+        inline.has_change_permission(request, None),
+        inline.has_delete_permission(request, None),
+    )
+    assert permissions == (False, False, False)
+    assert "changed_by" in inline.get_fields(request)
 
 
 @pytest.mark.parametrize("username", ["editor", "admin"])

@@ -137,7 +137,7 @@ def test_security_kinds_are_locked_with_the_reason(client):
 
 
 def test_a_switch_shows_the_stored_choice(client):
-    actions.set_preference(layla(), Kind.objects.get(name="promo"), "push", False)
+    actions.set_preference(layla(), Kind.objects.get(name="promo"), "push", False, by=actions.BY_PREFERENCE_CENTER)
     html = client.get(page_url("u-ar-1")).content.decode()
     assert " checked" not in re.search(r'<input id="pref-promo-push"[^>]*>', html, re.S).group(0)
     assert " checked" in re.search(r'<input id="pref-promo-email"[^>]*>', html, re.S).group(0)
@@ -387,6 +387,24 @@ def test_a_one_click_post_turns_the_kinds_email_off_with_no_page_and_no_login():
     assert len(response.content) < 20
     assert preference("u-ar-1", "promo", "email") is False
     assert preference("u-ar-1", "promo", "push") is None  # only that kind's email
+
+
+def test_each_way_of_changing_a_preference_records_who_did(client, api):
+    """What the support trail says when a message is stopped: the person, their mail client, or a service."""
+
+    def changed_by(user_id: str, kind: str, channel: str) -> str:
+        return Preference.objects.get(recipient__user_id=user_id, kind__name=kind, channel=channel).changed_by
+
+    client.post(action_url("channel", "u-en-1"), {"kind": "promo", "channel": "push"}, **HTMX)
+    assert changed_by("u-en-1", "promo", "push") == "the user, in the preference center"
+    client.post(action_url("marketing", "u-fa-1"), {"stopped": "on"}, **HTMX)
+    assert changed_by("u-fa-1", "promo", "email") == 'the user, with "stop all marketing" in the preference center'
+    Client().post(unsubscribe_url("u-ar-1"), ONE_CLICK, content_type=FORM)
+    assert changed_by("u-ar-1", "promo", "email") == "the user's mail client, by one-click unsubscribe (RFC 8058)"
+    client.post(unsubscribe_url("u-ar-1", name="unsubscribe-undo"))
+    assert changed_by("u-ar-1", "promo", "email") == "the user, on the unsubscribe page of an email"
+    api.put("/api/v1/users/u-ar-1/preferences", {"channels": {"promo": {"push": False}}}, format="json")
+    assert changed_by("u-ar-1", "promo", "push") == "API client orders"
 
 
 def test_one_click_also_accepts_multipart_bodies():

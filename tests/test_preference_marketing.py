@@ -49,7 +49,10 @@ def test_the_page_names_the_email_and_phone_it_is_about_masked(client):
 
 
 def test_stop_all_marketing_turns_off_every_offer_and_leaves_the_rest(client):
-    actions.set_preference(Recipient.objects.get(user_id="u-en-1"), Kind.objects.get(name="shipped"), "sms", False)
+    shipped = Kind.objects.get(name="shipped")
+    actions.set_preference(
+        Recipient.objects.get(user_id="u-en-1"), shipped, "sms", False, by=actions.BY_PREFERENCE_CENTER
+    )
     response = client.post(url("u-en-1", "-marketing"), {"stopped": "on"}, **HTMX)
     assert response.status_code == 200
     # Every channel, those promo has no template for yet too: one approved later starts off for this user.

@@ -272,8 +272,8 @@ def test_states_it_does_not_know_are_shown_by_their_name(as_agent, scene):
 def test_the_trail_of_a_suppressed_notification_says_why_in_plain_words(as_agent, scene):
     body = as_agent.get(f"/support/notifications/{scene.opted_out.pk}/").content.decode()
 
-    assert "Not sent: the user turned off promo on email on " in body
-    assert "(Asia/Riyadh) in their preferences." in body
+    assert "Not sent: promo on email is off in the user&#x27;s preferences since " in body
+    assert "(Asia/Riyadh), set by the user, in the preference center." in body
     assert "this was the first request with that key" in body
 
 

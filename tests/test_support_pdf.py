@@ -52,7 +52,7 @@ def test_the_user_pdf_lists_every_notification_with_its_trail(as_agent, scene):
     text = pdf_text(as_agent.get("/support/users/u-ar-1/history.pdf").content)
 
     assert "User u-ar-1" in text
-    assert "Not sent: the user turned off promo on email" in text
+    assert "Not sent: promo on email is off in the user's preferences since" in text
     assert re.search(r"^ *1 +vonage +2026-\S+ \S+ +3001 +transient", text, re.MULTILINE), text
     assert "Failed: every attempt failed with a temporary error." in text
     assert text.count("Notification ") >= 3

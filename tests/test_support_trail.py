@@ -30,15 +30,24 @@ def test_quiet_hours_say_the_window_the_local_arrival_and_when_it_goes_out(demo_
     assert trail.trail(held)[1].local == "12 Nov 2026 at 23:30 (Asia/Riyadh)"
 
 
-def test_an_opt_out_says_when_the_user_turned_it_off(demo_data):
+@pytest.mark.parametrize(
+    ("by", "said"),
+    [
+        (actions.BY_PREFERENCE_CENTER, ", set by the user, in the preference center"),
+        (actions.BY_ONE_CLICK, ", set by the user's mail client, by one-click unsubscribe (RFC 8058)"),
+        ("API client shop-backend", ", set by API client shop-backend"),  # a service, not the person
+        ("", ""),  # a change made before who made it was recorded
+    ],
+)
+def test_an_opt_out_says_since_when_and_who_turned_it_off(demo_data, by, said):
     layla = Recipient.objects.get(user_id="u-ar-1")
     with time_machine.travel(datetime(2026, 11, 12, 11, 2, tzinfo=UTC), tick=False):
-        actions.set_preference(layla, Kind.objects.get(name="promo"), "email", False)
+        actions.set_preference(layla, Kind.objects.get(name="promo"), "email", False, by=by)
     with time_machine.travel(EVENING, tick=False):
         stopped = send("promo-1", "u-ar-1", "promo", {"percent": "20"}, channel="email")
 
     assert texts(stopped)[1] == (
-        "Not sent: the user turned off promo on email on 12 Nov 2026 at 14:02 (Asia/Riyadh) in their preferences."
+        f"Not sent: promo on email is off in the user's preferences since 12 Nov 2026 at 14:02 (Asia/Riyadh){said}."
     )
 
 

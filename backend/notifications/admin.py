@@ -228,11 +228,17 @@ class TemplateVersionAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
         return format_html('<a href="{}">{}</a>', reverse("frontend:template-version", args=[version.pk]), label)
 
 
-class PreferenceInline(AutoDirection, admin.TabularInline):
+class PreferenceInline(ReadOnly, AutoDirection, admin.TabularInline):
+    """A person's choices, with who made each: they change through ``actions.set_preference`` only.
+
+    Editable here they bypassed its rules: a security kind switched off, a channel the kind is not sent
+    on, the digest; and nobody recorded who (``changed_by``), so support told a user they had done it.
+    """
+
     model = Preference
     extra = 0
-    fields = ["kind", "channel", "enabled", "updated_at"]
-    readonly_fields = ["updated_at"]
+    fields = ["kind", "channel", "enabled", "updated_at", "changed_by"]
+    readonly_fields = fields
 
 
 class ContactsMasked:

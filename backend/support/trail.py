@@ -24,7 +24,7 @@ WINDOW_NAMES = {"h": "hour", "d": "day"}
 
 # Why a notification stopped, as a person says it; {channel}, {kind} are filled in.
 STOPS = {
-    "opted-out": "the user turned off {kind} on {channel}",
+    "opted-out": "{kind} on {channel} is off in the user's preferences",
     "no-address": "the user has no {channel} address on file",
     "no-device": "the user has no app installation that can receive push",
     "address-disabled": "the user's {channel} address was disabled after the provider refused it",
@@ -174,17 +174,23 @@ def _suppressed(notification: Notification, reason: str, at: datetime) -> Step:
 
 
 def _opt_out_when(notification: Notification) -> str:
-    """ " on 12 Nov 2026 at 14:02 (Asia/Riyadh) in their preferences" from the preference row, if there is one."""
-    changed = (
+    """ " since 12 Nov 2026 at 14:02 (Asia/Riyadh), set by API client shop" from the preference row, if there is one.
+
+    Who (``Preference.changed_by``): a service may switch a person's preferences through the API, and
+    support told the person they had done it themselves. A row changed before that was recorded says when only.
+    """
+    row = (
         Preference.objects.filter(
             recipient_id=notification.recipient_id, kind_id=notification.kind_id, channel=notification.channel
         )
-        .values_list("updated_at", flat=True)
+        .values_list("updated_at", "changed_by")
         .first()
     )
-    if changed is None:
+    if row is None:
         return ""
-    return f" on {local_time(changed, notification.recipient.time_zone)} in their preferences"
+    changed, by = row
+    since = f" since {local_time(changed, notification.recipient.time_zone)}"
+    return f"{since}, set by {by}" if by else since
 
 
 def _which_window(notification: Notification) -> str:

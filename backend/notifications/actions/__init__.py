@@ -33,7 +33,12 @@ from backend.notifications.actions.delivery import (
     start_attempt,
 )
 from backend.notifications.actions.preferences import (
+    BY_ONE_CLICK,
+    BY_PREFERENCE_CENTER,
+    BY_STOP_ALL_MARKETING,
+    BY_UNSUBSCRIBE_PAGE,
     PreferenceRefused,
+    by_api_client,
     channels_by_kind,
     check_preference,
     register_device,
@@ -54,6 +59,10 @@ from backend.notifications.actions.templates import (
 )
 
 __all__ = [
+    "BY_ONE_CLICK",
+    "BY_PREFERENCE_CENTER",
+    "BY_STOP_ALL_MARKETING",
+    "BY_UNSUBSCRIBE_PAGE",
     "MAX_BATCH",
     "NOT_BILLED",
     "AcceptError",
@@ -67,6 +76,7 @@ __all__ = [
     "accept_batch",
     "approval_problem",
     "approve_template",
+    "by_api_client",
     "channels_by_kind",
     "check_preference",
     "claim",

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from backend.notifications import locales
 from backend.notifications.models import (
+    ApiClient,
     Category,
     Channel,
     Device,
@@ -76,21 +77,34 @@ def check_preference(kind: Kind, channel: str, enabled: bool, channels: list[str
         raise PreferenceRefused(f"{kind.name} is a security message and cannot be turned off.")
 
 
+# Who changes a preference, as the support trail names them (``Preference.changed_by``).
+BY_PREFERENCE_CENTER = "the user, in the preference center"
+BY_STOP_ALL_MARKETING = 'the user, with "stop all marketing" in the preference center'
+BY_UNSUBSCRIBE_PAGE = "the user, on the unsubscribe page of an email"
+BY_ONE_CLICK = "the user's mail client, by one-click unsubscribe (RFC 8058)"
+
+
+def by_api_client(client: ApiClient | None) -> str:
+    """``changed_by`` for a change made through the API by ``client``."""
+    return f"API client {client.name}" if client is not None else "the API"
+
+
 def set_preference(
-    recipient: Recipient, kind: Kind, channel: str, enabled: bool, channels: list[str] | None = None
+    recipient: Recipient, kind: Kind, channel: str, enabled: bool, channels: list[str] | None = None, *, by: str
 ) -> Preference:
     """Turn one kind on one channel on or off for a user; security kinds cannot be turned off.
 
-    ``channels`` as for ``check_preference``. Raises ``PreferenceRefused``.
+    ``channels`` as for ``check_preference``; ``by`` who changes it (``BY_…``, ``by_api_client``), which
+    support reads in the trail of a notification it stopped. Raises ``PreferenceRefused``.
     """
     check_preference(kind, channel, enabled, channels)
     preference, _ = Preference.objects.update_or_create(
-        recipient=recipient, kind=kind, channel=channel, defaults={"enabled": enabled}
+        recipient=recipient, kind=kind, channel=channel, defaults={"enabled": enabled, "changed_by": by[:120]}
     )
     return preference
 
 
-def set_marketing(recipient: Recipient, enabled: bool) -> int:
+def set_marketing(recipient: Recipient, enabled: bool, *, by: str) -> int:
     """Turn every marketing kind on every channel on or off at once ("stop all marketing").
 
     Every channel, not only those each kind is sent by today: a template a marketer approves later on
@@ -102,12 +116,13 @@ def set_marketing(recipient: Recipient, enabled: bool) -> int:
     pairs = [(kind, channel) for kind in Kind.objects.filter(category=Category.MARKETING) for channel in Channel.values]
     with transaction.atomic():
         for kind, channel in pairs:
-            set_preference(recipient, kind, channel, enabled, Channel.values)
+            set_preference(recipient, kind, channel, enabled, Channel.values, by=by)
     return len(pairs)
 
 
-def update_preferences(recipient: Recipient, data: dict[str, Any], kinds: dict[str, Kind]) -> None:
-    """Apply a validated preferences document: only the fields it has change (all or nothing)."""
+def update_preferences(recipient: Recipient, data: dict[str, Any], kinds: dict[str, Kind], *, by: str) -> None:
+    """Apply a validated preferences document: only the fields it has change (all or nothing); ``by`` as for
+    ``set_preference``."""
     with transaction.atomic():
         set_locale(recipient, language=data.get("language"), time_zone=data.get("time_zone"))
         if "quiet_hours" in data:
@@ -116,7 +131,7 @@ def update_preferences(recipient: Recipient, data: dict[str, Any], kinds: dict[s
         sendable = channels_by_kind(kinds.values())
         for name, channels in data.get("channels", {}).items():
             for channel, enabled in channels.items():
-                set_preference(recipient, kinds[name], channel, enabled, sendable[kinds[name].pk])
+                set_preference(recipient, kinds[name], channel, enabled, sendable[kinds[name].pk], by=by)
 
 
 def register_device(recipient: Recipient, platform: str, token: str, subscription: dict) -> tuple[Device, bool]:

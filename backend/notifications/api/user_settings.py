@@ -130,7 +130,7 @@ class PreferencesView(APIView):
                     problems[f"channels.{name}.{channel}"] = [str(exc)]
         if problems:
             return validation_response(problems)
-        actions.update_preferences(recipient, data, kinds)
+        actions.update_preferences(recipient, data, kinds, by=actions.by_api_client(request.auth))
         return Response(preferences_document(recipient))
 
 

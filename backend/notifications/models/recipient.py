@@ -158,6 +158,11 @@ class Preference(models.Model):
     channel = models.CharField(max_length=8)
     enabled = models.BooleanField()
     updated_at = models.DateTimeField(auto_now=True)
+    changed_by = models.CharField(
+        max_length=120, blank=True,
+        help_text="Who made the last change, as support reads it: \"the user, in the preference center\", "
+                  "\"API client shop-backend\"… Empty for a change made before it was recorded.",
+    )  # fmt: skip
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["recipient", "kind", "channel"], name="preference_unique")]
