@@ -463,6 +463,15 @@ def test_fix_all_replaces_every_look_alike_and_keeps_the_rest(as_editor):
     assert "1 character has no GSM-7 look-alike" in response.content.decode()
 
 
+def test_in_a_persian_text_a_look_alike_is_not_said_to_force_ucs2(as_editor):
+    """The letters need UCS-2 whatever the dash is: replacing it changes neither encoding nor price."""
+    response = as_editor.post(PREVIEW, sms_form("سفارش {{ order }} ارسال شد — فردا می‌رسد.", kind="shipped"), **HTMX)
+    body = response.content.decode()
+    assert "forces UCS-2" not in body
+    assert "em dash (U+2014): replace it with &#x27;-&#x27;; the message stays UCS-2 for the characters" in body
+    assert "1 character has a GSM-7 look-alike</strong>, but replacing it saves nothing while the message" in body
+
+
 def test_an_approver_sees_the_marks_but_no_fix_buttons(as_approver):
     response = as_approver.post(PREVIEW, sms_form(DASHED, kind="shipped", fix="35:2013"), **HTMX)
     assert figure(response, "sms-segments") == "2"

@@ -184,12 +184,14 @@ class Run:
     ``kind`` is ``"text"`` (GSM-7), ``"fix"`` (one character that forces UCS-2
     and has a GSM-7 look-alike; ``index`` is where it is) or ``"nofix"`` (forces
     UCS-2, no look-alike: Arabic letters, emoji; neighbours are merged).
+    ``ucs2_anyway``: the text has ``"nofix"`` characters too, so this fix alone leaves it UCS-2.
     """
 
     kind: str
     text: str
     index: int = -1
     replacement: str = ""
+    ucs2_anyway: bool = False
 
     @property
     def label(self) -> str:
@@ -209,6 +211,12 @@ class Run:
             return "No GSM-7 look-alike: this keeps the message UCS-2"
         name = unicodedata.name(self.text, "character").lower()
         with_what = f"'{self.replacement}'" if self.replacement else "nothing (it is invisible)"
+        if self.ucs2_anyway:
+            # A Persian text with an em dash: the letters need UCS-2 whatever the dash is.
+            return (
+                f"{name} (U+{ord(self.text):04X}): replace it with {with_what}; the message stays UCS-2 "
+                "for the characters without a look-alike, so this alone saves nothing"
+            )
         return f"{name} (U+{ord(self.text):04X}) forces UCS-2: replace it with {with_what}"
 
 
@@ -227,12 +235,14 @@ def source_runs(text: str) -> tuple[Run, ...]:
     """``text`` cut into runs around each character that forces UCS-2 (``analyze`` finds them)."""
     runs: list[Run] = []
     start = 0
-    for char, index, replacement in analyze(text).ucs2_characters:
+    ucs2 = analyze(text).ucs2_characters
+    anyway = any(replacement is None for _, _, replacement in ucs2)
+    for char, index, replacement in ucs2:
         if index > start:
             runs.append(Run("text", text[start:index]))
         start = index + 1
         if replacement is not None:
-            runs.append(Run("fix", char, index, replacement))
+            runs.append(Run("fix", char, index, replacement, ucs2_anyway=anyway))
         elif runs and runs[-1].kind == "nofix" and runs[-1].index + len(runs[-1].text) == index:
             runs[-1] = Run("nofix", runs[-1].text + char, runs[-1].index)
         else:
