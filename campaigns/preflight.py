@@ -214,8 +214,11 @@ def _waves(campaign: Campaign, now: datetime, sending: list[Group], will_send: i
     zones = _zone_sizes(sending)
     if campaign.schedule_mode == ScheduleMode.LOCAL_TIME and campaign.local_time is not None:
         return [wave.as_dict() for wave in waves(campaign.local_time, now, dict(zones))]
-    at = campaign.send_at if campaign.schedule_mode == ScheduleMode.AT and campaign.send_at else now
-    return [{"at": iso_z(at), "utc_offset": "UTC+00:00", "zones": sorted(zones), "size": will_send}]
+    # One wave for every zone at once: no offset of its own ("UTC+00:00" read as if it were London's). Sent
+    # as soon as approved, its instant is only when the pre-flight ran; ``when`` says which.
+    scheduled = campaign.schedule_mode == ScheduleMode.AT and campaign.send_at
+    at, when = (campaign.send_at, "at") if scheduled else (now, "now")
+    return [{"at": iso_z(at), "utc_offset": "", "when": when, "zones": sorted(zones), "size": will_send}]
 
 
 def _sms(campaign: Campaign, sending: list[Group], versions: dict[int, TemplateVersion]) -> dict[str, Any]:

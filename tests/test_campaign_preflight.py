@@ -146,6 +146,18 @@ def test_waves_follow_the_schedule(marketer, flash, people, schedule, waves):
     assert [(w["at"], w["size"]) for w in figures["waves"]] == waves
 
 
+@pytest.mark.parametrize(
+    ("schedule", "when"),
+    [({}, "now"), ({"schedule_mode": ScheduleMode.AT, "send_at": datetime(2026, 12, 2, 8, 0, tzinfo=UTC)}, "at")],
+)
+def test_one_wave_for_every_zone_has_no_offset_and_says_whether_its_instant_is_known(
+    marketer, flash, people, schedule, when
+):
+    """Not "UTC+00:00", read as London's; and "now" is the pre-flight's instant, not the start (approval decides)."""
+    [wave] = preflight(campaign_of(marketer, flash, people, **schedule), NOW)["waves"]
+    assert (wave["utc_offset"], wave["when"]) == ("", when)
+
+
 def test_local_time_waves_name_their_zones_and_offset(marketer, flash, people):
     campaign = campaign_of(marketer, flash, people, schedule_mode=ScheduleMode.LOCAL_TIME, local_time=time(9, 0))
 

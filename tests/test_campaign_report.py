@@ -47,7 +47,7 @@ PREFLIGHT = {
     "stopped": {"no-address": 1},
     "will_send": 7,
     "languages": {"ar": 4, "fa": 2, "en": 1},
-    "waves": [{"at": "2026-12-01T09:00:00Z", "utc_offset": "UTC+00:00", "zones": ["UTC"], "size": 7}],
+    "waves": [{"at": "2026-12-01T09:00:00Z", "utc_offset": "", "when": "now", "zones": ["UTC"], "size": 7}],
     "sms": {
         "currency": "USD",
         "per_language": [{"language": "ar", "encoding": "UCS-2", "segments": 1, "recipients": 4}],
@@ -187,7 +187,9 @@ def test_it_shows_the_audience_waves_and_timeline(staff_pdf, campaign):
     assert re.search(r"Segment\s+Shipping notice \(list\) \(uploaded list of users\)", staff_pdf)
     assert re.search(r"Size at submit\s+8", staff_pdf)
     assert re.search(r"Stopped by policy\s+no-address 1", staff_pdf)
-    assert re.search(r"2026-12-01 09:00:00\s+UTC\+00:00\s+UTC\s+7", staff_pdf)
+    # Sent as soon as approved: the instant is the pre-flight's, not the start (the timeline has that).
+    wave = r"as soon as approved \(pre-flight at 2026-12-01 09:00:00\)\s+every zone at once\s+UTC\s+7"
+    assert re.search(wave, staff_pdf)
     timeline = re.findall(
         r"^\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+(\S+)\s+([A-Z][a-z]+)\s+(—|[0-9a-f]{12})", staff_pdf, re.M
     )
