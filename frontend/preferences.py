@@ -90,7 +90,7 @@ def _groups(recipient: Recipient) -> list[dict]:
             "kind_id", "channel", "enabled"
         )
     }
-    kinds = sorted(Kind.objects.exclude(name__in=HIDDEN_KINDS), key=lambda k: kind_label(k).casefold())
+    kinds = sorted(Kind.objects.exclude(name__in=HIDDEN_KINDS), key=lambda k: locales.collation_key(kind_label(k)))
     sendable = actions.channels_by_kind(kinds)
     groups = []
     for category, title, about in CATEGORIES:
@@ -148,8 +148,12 @@ def _time_zone_groups(current: str) -> list[tuple[str, list[tuple[str, str]]]]:
         offset = now.astimezone(ZoneInfo(name)).strftime("%z")
         utc = f"{isolate[0]}UTC{offset[:3]}:{offset[3:]}{isolate[1]}"
         by_region.setdefault(str(label), []).append((name, f"{city} ({utc})"))
-    groups = [(region, sorted(zones, key=lambda z: (z[1].casefold(), z[0]))) for region, zones in by_region.items()]
-    return sorted(groups, key=lambda item: (item[0] == _("Other"), item[0]))
+
+    def place(zone: tuple[str, str]) -> tuple:
+        return locales.collation_key(zone[1]), zone[0]
+
+    groups = [(region, sorted(zones, key=place)) for region, zones in by_region.items()]
+    return sorted(groups, key=lambda item: (item[0] == _("Other"), locales.collation_key(item[0])))
 
 
 def _languages(current: str) -> list[tuple[str, str]]:

@@ -185,6 +185,27 @@ def test_the_persian_page_names_the_zones_in_persian(client):
     assert '<option value="Asia/Tehran" selected>تهران (\u2068UTC+03:30\u2069)</option>' in html
 
 
+def test_the_persian_zones_are_in_the_persian_alphabets_order(client):
+    """Code-point order put پ چ ژ گ after ی: کابل (Kabul) came after یاکوتسک (Yakutsk)."""
+    html = client.get(page_url("u-fa-1")).content.decode()
+    asia = re.search(r'<optgroup label="آسیا">(.*?)</optgroup>', html, re.S).group(1)
+    names = [label.split(" (")[0] for label in re.findall(r"<option [^>]*>([^<]+)</option>", asia)]
+    places = ["بغداد", "پنوم‌پن", "تهران", "چیتا", "کابل", "یاکوتسک"]  # Baghdad, Phnom Penh, Tehran, Chita, Kabul, Yakutsk
+    assert sorted(places, key=names.index) == places
+
+
+@pytest.mark.parametrize(
+    ("words", "ordered"),
+    [
+        (["یاکوتسک", "کابل", "گوام", "پنوم‌پن", "بغداد"], ["بغداد", "پنوم‌پن", "کابل", "گوام", "یاکوتسک"]),
+        (["zagreb", "Amsterdam", "Ürümqi", "berlin"], ["Amsterdam", "berlin", "Ürümqi", "zagreb"]),
+        (["ژوهانسبورگ", "زاگرب", "چیتا", "جاکارتا"], ["جاکارتا", "چیتا", "زاگرب", "ژوهانسبورگ"]),
+    ],
+)
+def test_collation_orders_as_readers_of_each_alphabet_expect(words, ordered):
+    assert sorted(words, key=locales.collation_key) == ordered
+
+
 def test_the_english_page_keeps_the_iana_names(client):
     html = client.get(page_url("u-en-1")).content.decode()
     assert '<option value="America/Argentina/Buenos_Aires">Argentina / Buenos Aires (UTC-03:00)</option>' in html
