@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from backend.notifications import actions
 from backend.notifications.models import Kind, TemplateVersion
-from frontend.editor import preview, worker
+from frontend.editor import forms, preview, worker
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -558,3 +558,16 @@ def test_a_template_rendering_half_an_emoji_is_an_error_not_a_500(as_editor):
     response = as_editor.post(PREVIEW, {"kind": "otp", "language": "en", "channel": "sms", "text_body": text}, **HTMX)
     assert response.status_code == 200
     assert "unpaired surrogate" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("code", "label"),
+    [
+        ("en", "English (en)"),
+        ("ar", "Arabic, العربية (ar)"),
+        ("ps", "Pashto, پښتو (ps)"),  # CLDR's, as Django has no Pashto
+        ("ary", "Moroccan Arabic (ary)"),  # CLDR has no name of its own for it: it read "ary (ary)"
+    ],
+)
+def test_a_language_reads_by_its_english_name_and_its_own(code, label):
+    assert forms.language_name(code) == label

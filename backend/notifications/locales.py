@@ -200,6 +200,11 @@ def _city(name: str, locale: Locale) -> str:
         return fallback
 
 
+def english_name(code: str) -> str:
+    """A language's English name (``ary`` → "Moroccan Arabic"): CLDR's, else Django's ``LANG_INFO``, else the code."""
+    return Locale("en").languages.get(code) or LANG_INFO.get(code, {}).get("name") or code
+
+
 def native_name(code: str) -> str:
     """A language's name in itself (``ps`` → ``پښتو``), from CLDR, else Django's ``LANG_INFO``, else the code."""
     try:

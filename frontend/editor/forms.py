@@ -28,14 +28,21 @@ def language_choices() -> list[tuple[str, str]]:
     """The site's languages, the right-to-left ones, and every language a template exists in."""
     used = TemplateVersion.objects.order_by("language").values_list("language", flat=True).distinct()
     codes = dict.fromkeys([*(code for code, _ in settings.LANGUAGES), *locales.rtl_languages(), *used])
-    return [(code, _language_name(code)) for code in codes]
+    return [(code, language_name(code)) for code in codes]
 
 
-def _language_name(code: str) -> str:
+def language_name(code: str) -> str:
+    """``"Pashto, پښتو (ps)"``: its English name for these English pages, its own beside it when it differs.
+
+    Django's English name for the languages it knows, else CLDR's (``ary`` is "Moroccan Arabic", which
+    has no name of its own in CLDR: it read "ary (ary)").
+    """
     try:
-        return f"{get_language_info(code)['name']} ({code})"
-    except KeyError:  # a language CLDR knows and Django does not (ps, dv): its own name
-        return f"{locales.native_name(code)} ({code})"
+        english = get_language_info(code)["name"]
+    except KeyError:  # a language CLDR knows and Django does not (ps, dv)
+        english = locales.english_name(code)
+    native = locales.native_name(code)
+    return f"{english} ({code})" if native in (english, code) else f"{english}, {native} ({code})"
 
 
 def country_choices() -> list[tuple[str, str]]:
