@@ -77,9 +77,14 @@ def test_not_even_a_superuser_may_add_change_or_delete_a_record(model):
     assert permissions == (False, False, False)
 
 
-@pytest.mark.parametrize("inline", NotificationAdmin.inlines, ids=lambda inline: inline.model.__name__)
-def test_the_history_and_attempts_of_a_notification_are_read_only(inline):
-    request, model_admin = superuser_request(), inline(Notification, admin.site)
+@pytest.mark.parametrize(
+    ("inline", "parent"),
+    # A person's preferences too: editable they bypassed set_preference (a security kind switched off, who unsaid).
+    [*((inline, Notification) for inline in NotificationAdmin.inlines), (PreferenceInline, Recipient)],
+    ids=lambda value: value.__name__,
+)
+def test_the_history_and_attempts_of_a_notification_and_a_persons_preferences_are_read_only(inline, parent):
+    request, model_admin = superuser_request(), inline(parent, admin.site)
     permissions = (
         model_admin.has_add_permission(request, None),
         model_admin.has_change_permission(request, None),
@@ -88,16 +93,8 @@ def test_the_history_and_attempts_of_a_notification_are_read_only(inline):
     assert permissions == (False, False, False)
 
 
-def test_a_persons_preferences_are_read_only_in_the_admin():
-    """Editable they bypassed ``set_preference``: a security kind switched off, and nobody recorded who."""
-    request, inline = superuser_request(), PreferenceInline(Recipient, admin.site)
-    permissions = (
-        inline.has_add_permission(request, None),
-        inline.has_change_permission(request, None),
-        inline.has_delete_permission(request, None),
-    )
-    assert permissions == (False, False, False)
-    assert "changed_by" in inline.get_fields(request)
+def test_the_preferences_inline_shows_who_changed_each():
+    assert "changed_by" in PreferenceInline(Recipient, admin.site).get_fields(superuser_request(), None)
 
 
 @pytest.mark.parametrize("username", ["editor", "admin"])
