@@ -14,6 +14,7 @@ from functools import wraps
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.utils.translation import gettext as _
@@ -109,8 +110,11 @@ def for_person(resolve: Callable[[str], str]):
         def wrapper(request: HttpRequest, token: str, *args, **kwargs) -> HttpResponse:
             clean = token.strip(_MARKS)
             if clean != token and request.method == "GET":
+                # By the route's name, not by editing the path: the address is ours whatever the request said.
+                match = request.resolver_match
+                url = reverse(match.view_name, args=match.args, kwargs={**match.kwargs, "token": clean})
                 query = request.META.get("QUERY_STRING", "")
-                return redirect(request.path.replace(token, clean, 1) + (f"?{query}" if query else ""))
+                return redirect(url + (f"?{query}" if query else ""))
             response = _as_person(request, clean, resolve, view, *args, **kwargs)
             # A partial for HTMX, a page or a redirect otherwise; and never a copy of the person's settings in a cache.
             patch_vary_headers(response, ["HX-Request"])
