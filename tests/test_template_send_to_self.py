@@ -7,6 +7,7 @@ import pytest
 import time_machine
 from django.test import Client
 
+from backend.notifications import email_footer
 from backend.notifications.actions import send_to_self
 from backend.notifications.masking import MASK
 from backend.notifications.models import Notification, StaffContact, TemplateEvent, TemplateVersion
@@ -50,6 +51,23 @@ def test_an_editor_sends_a_test_with_typed_values_to_their_own_email(as_editor, 
         "channel": "email", "to": "e•••@example.com", "params": {"order": "TYPED-77", "tracking_url": "https://example.com/t/77"},
         "provider": "smtp", "reference": f"<template-test-{event.pk}@localhost>",
     }  # fmt: skip
+
+
+def test_a_marketing_test_carries_the_footer_recipients_get_in_its_language(as_editor, smtp_sink):
+    """The editor sees what goes out: the platform's unsubscribe footer, right to left in Arabic."""
+    send_test(as_editor, version_of("promo", "ar", "email"), percent="20")
+    [mail] = smtp_sink.wait_for(1)
+    text = mail.get_body(("plain",)).get_content()
+    html = mail.get_body(("html",)).get_content()
+    assert text.count(email_footer.SAMPLE_URL) == 2  # unsubscribe and the settings: no recipient's own link
+    assert '<table role="presentation" width="100%" dir="rtl" lang="ar"' in html
+    assert f'<a href="{email_footer.SAMPLE_URL}">' in html
+
+
+def test_a_transactional_test_has_no_footer(as_editor, smtp_sink):
+    send_test(as_editor, version_of("shipped", "en", "email"), order="7", tracking_url="https://example.com/t/7")
+    [mail] = smtp_sink.wait_for(1)
+    assert email_footer.SAMPLE_URL not in mail.get_body(("plain",)).get_content()
 
 
 def test_a_test_is_no_notification_and_counts_in_no_statistic(as_editor, smtp_sink):

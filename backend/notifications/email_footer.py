@@ -80,24 +80,37 @@ def _footer_language(language: str) -> str:
     return language if translated or language.split("-")[0] == "en" else "en"
 
 
-def footer(recipient: Recipient, kinds: list[Kind], language: str) -> Footer:
-    """The footer for ``recipient`` about ``kinds`` (at least one), in ``language`` where it can be."""
+# Where a template test's footer links go: nowhere, as each recipient's own links are made for them.
+SAMPLE_URL = "https://example.invalid/each-recipient-gets-their-own-link"
+
+
+def footer(recipient: Recipient | None, kinds: list[Kind], language: str) -> Footer:
+    """The footer for ``recipient`` about ``kinds`` (at least one), in ``language`` where it can be.
+
+    Without a recipient (a template test sent to its editor) the links are ``SAMPLE_URL``: the words,
+    language and direction are what recipients get, and no recipient's link is made or given away.
+    """
     language = _footer_language(language)
+
+    def unsubscribe_url(kind: Kind) -> str:
+        return links.unsubscribe_url(recipient.user_id, kind.name) if recipient is not None else SAMPLE_URL
+
     with translation.override(language):
         unsubscribe = tuple(
             FooterLink(
                 _("Unsubscribe from “%(kind)s”") % {"kind": _(kind.description) if kind.description else kind.name},
-                links.unsubscribe_url(recipient.user_id, kind.name),
+                unsubscribe_url(kind),
             )
             for kind in kinds
         )
-        settings_link = FooterLink(_("Notification settings"), links.preference_url(recipient.user_id))
+        preferences = links.preference_url(recipient.user_id) if recipient is not None else SAMPLE_URL
+        settings_link = FooterLink(_("Notification settings"), preferences)
         reason = _("You get this email because your notification settings allow it.")
     return Footer(language, text_direction(language), reason, (*unsubscribe, settings_link))
 
 
-def with_footer(rendered: Rendered, recipient: Recipient, kinds: list[Kind], language: str) -> Rendered:
-    """``rendered`` with the footer at the end of the text part and of the HTML body."""
+def with_footer(rendered: Rendered, recipient: Recipient | None, kinds: list[Kind], language: str) -> Rendered:
+    """``rendered`` with the footer (``footer``: None for a template test) at the end of the text and HTML body."""
     found = footer(recipient, kinds, language)
     html = rendered.html.replace("\n</body>", f"\n{found.html}\n</body>", 1) if rendered.html else ""
     return replace(rendered, text=rendered.text.rstrip("\n") + found.text, html=html)

@@ -19,10 +19,10 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from backend.notifications import masking, rendering
+from backend.notifications import email_footer, masking, rendering
 from backend.notifications.actions.templates import record_event
 from backend.notifications.masking import mask_email, mask_phone
-from backend.notifications.models import Channel, StaffContact, TemplateEvent, TemplateVersion
+from backend.notifications.models import Category, Channel, StaffContact, TemplateEvent, TemplateVersion
 from backend.notifications.providers.base import OutboundMessage, ProviderError, provider_for_channel
 
 logger = logging.getLogger(__name__)
@@ -135,6 +135,9 @@ def send_test_to_self(version: TemplateVersion, user, typed: dict[str, str]) -> 
         rendered = rendering.render(version, params)
     except rendering.RenderError as exc:
         raise TestRefused(f"{version} does not render with these values: {exc}") from exc
+    if version.channel == Channel.EMAIL and version.kind.category == Category.MARKETING:
+        # What a recipient gets, footer included (email_footer), its links samples: the test is nobody's.
+        rendered = email_footer.with_footer(rendered, None, [version.kind], version.language)
     provider = provider_for_channel(version.channel)
     if provider is None:
         raise TestRefused(f"No provider is configured for {version.channel}.")
