@@ -10,6 +10,7 @@ from granian.utils.proxies import wrap_wsgi_with_proxy_headers
 from backend.body_limit import WSGIBodyLimit
 from backend.client_address import ClientAddressCheck
 from backend.notifications.models import Notification
+from inbox.consumers import MAX_FRAME_CHARS
 from tests.processes import ROOT, Processes, worker_env
 
 LIMIT = 1024
@@ -117,3 +118,18 @@ def test_a_forwarded_address_that_is_no_address_is_a_400_not_a_500():
     assert call(app, {"HTTP_X_FORWARDED_FOR": "2001:db8::7"})[1]["client"] == "2001:db8::7"
     # From an untrusted peer the header is ignored, whatever it holds.
     assert call(app, {"HTTP_X_FORWARDED_FOR": "garbage", "REMOTE_ADDR": "10.0.0.9"})[1]["client"] == "10.0.0.9"
+
+
+def test_every_daphne_that_serves_sockets_caps_a_frame_at_16_kib():
+    """daphne queues each frame before the consumer's command budget sees it: 1 MiB frames from a few people's
+    sockets took it from 470 to 900 MB while the database thread was busy (2026-12-02)."""
+    sources = {
+        "deploy/Procfile": "ws: daphne",
+        "deploy/docker-compose.yml": "exec daphne",
+        "deploy/README.md": "/bin/daphne",
+        "bin/demo": "web: daphne",
+    }
+    for path, marker in sources.items():
+        [line] = [line for line in (ROOT / path).read_text().splitlines() if marker in line]
+        assert "--websocket-max-message-size 16384 --websocket-max-frame-size 16384" in line, path
+    assert 4 * MAX_FRAME_CHARS <= 16384  # a command of at most 4,096 characters fits in UTF-8
