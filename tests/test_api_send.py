@@ -358,6 +358,17 @@ def test_future_send_at_is_scheduled_not_queued(send, django_capture_on_commit_c
     assert pending("standard") == 0
 
 
+def test_the_digest_is_no_kind_a_caller_sends(send):
+    """Sent directly it reached someone who had opted out of marketing, with no List-Unsubscribe."""
+    body = {"user_id": "u-en-1", "kind": "digest", "params": {"items": ["SALE: 70% off"], "count": "1"}}
+    response = send(body)
+    assert (response.status_code, response.json()["fields"]) == (
+        422,
+        {"kind": ["digest is made by the platform from held messages; send their own kinds."]},
+    )
+    assert not Notification.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("send_at", "status", "state"),
     [

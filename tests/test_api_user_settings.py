@@ -157,6 +157,9 @@ _NOT_A_POINT = "keys.p256dh must be a P-256 public key, an uncompressed point of
         ({**KEYS, "p256dh": _b64url(_PUBLIC.public_bytes(Encoding.X962, PublicFormat.CompressedPoint))}, _NOT_A_POINT),
         ({**KEYS, "p256dh": _b64url(b"\x04" + b"\x01" * 64)}, _NOT_A_POINT),  # 65 bytes, not on the curve
         ({**KEYS, "auth": _b64url(b"s" * 8)}, "keys.auth must be 16 bytes (RFC 8291); it is 8."),
+        ({**KEYS, "auth": KEYS["auth"] + "!!!"}, _NOT_BASE64),  # urlsafe_b64decode drops what is not base64
+        ({**KEYS, "p256dh": KEYS["p256dh"][:40] + " " + KEYS["p256dh"][40:]}, _NOT_BASE64),
+        ({**KEYS, "p256dh": KEYS["p256dh"] + "=AAAA"}, _NOT_BASE64),
     ],
 )  # fmt: skip
 def test_web_push_keys_that_could_not_encrypt_a_push_are_refused(api, keys, problem):
@@ -165,10 +168,12 @@ def test_web_push_keys_that_could_not_encrypt_a_push_are_refused(api, keys, prob
     assert (response.status_code, response.json()["fields"]) == (422, {"subscription": [problem]})
 
 
-def test_padded_keys_are_accepted_as_the_browser_may_send_them(api):
+def test_padded_keys_are_accepted_and_stored_as_pywebpush_reads_them(api):
     padded = {name: value + "=" * (-len(value) % 4) for name, value in KEYS.items()}
     body = {"platform": "webpush", "subscription": {"endpoint": "https://push.example.com/abc", "keys": padded}}
     assert api.put("/api/v1/users/u-ar-1/devices", body, format="json").status_code == 201
+    device = Recipient.objects.get(user_id="u-ar-1").devices.get(platform="webpush")
+    assert device.subscription["keys"] == KEYS  # unpadded
 
 
 def test_an_fcm_device_needs_a_token(api):

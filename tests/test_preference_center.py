@@ -429,6 +429,26 @@ def test_each_way_of_changing_a_preference_records_who_did(client, api):
     assert changed_by("u-ar-1", "promo", "push") == "API client orders"
 
 
+def test_a_service_repeating_the_users_choice_leaves_who_made_it_and_when(client, api):
+    client.post(action_url("channel", "u-ar-1"), {"kind": "promo", "channel": "email"}, **HTMX)  # off
+    before = Preference.objects.get(recipient__user_id="u-ar-1", kind__name="promo", channel="email")
+
+    api.put("/api/v1/users/u-ar-1/preferences", {"channels": {"promo": {"email": False}}}, format="json")
+
+    after = Preference.objects.get(pk=before.pk)
+    assert (after.enabled, after.changed_by, after.updated_at) == (False, before.changed_by, before.updated_at)
+    assert after.changed_by == "the user, in the preference center"
+
+
+def test_stop_all_marketing_leaves_the_digest_even_filed_as_marketing(client):
+    """The digest follows the kinds it gathers: a kind edited into marketing in the admin made this a 500."""
+    Kind.objects.filter(name="digest").update(category="marketing", opt_out_allowed=True)
+    response = client.post(action_url("marketing", "u-en-1"), {"stopped": "on"}, **HTMX)
+    assert response.status_code == 200
+    assert not Preference.objects.filter(kind__name="digest").exists()
+    assert preference("u-en-1", "promo", "email") is False
+
+
 def test_one_click_also_accepts_multipart_bodies():
     response = Client().post(unsubscribe_url("u-en-1"), {"List-Unsubscribe": "One-Click"})  # the test client's default
     assert response.status_code == 200

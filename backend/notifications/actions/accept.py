@@ -203,6 +203,10 @@ def check(
 
     Raises ``AcceptError``. ``facts``, ``version_for`` and ``now`` let a batch load and read them once.
     """
+    if kind.name == Kind.DIGEST:
+        # The platform folds a rate limit's held messages into it, unsubscribe footer and all; sent directly it
+        # reached people who had opted out of marketing, with no List-Unsubscribe, and nobody can switch it off.
+        raise AcceptError("kind", f"{kind.name} is made by the platform from held messages; send their own kinds.")
     _check_send_at(kind, request.send_at, now or timezone.now())
     if request.channel and provider_for_channel(request.channel) is None:
         raise AcceptError("channel", f"no provider is configured for channel {request.channel!r}")

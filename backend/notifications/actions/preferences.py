@@ -98,6 +98,9 @@ def set_preference(
     support reads in the trail of a notification it stopped. Raises ``PreferenceRefused``.
     """
     check_preference(kind, channel, enabled, channels)
+    unchanged = Preference.objects.filter(recipient=recipient, kind=kind, channel=channel, enabled=enabled).first()
+    if unchanged is not None:
+        return unchanged  # who set it, and since when, stay true: a service repeating the value changed nothing
     preference, _ = Preference.objects.update_or_create(
         recipient=recipient, kind=kind, channel=channel, defaults={"enabled": enabled, "changed_by": by[:120]}
     )
@@ -113,7 +116,8 @@ def set_marketing(recipient: Recipient, enabled: bool, *, by: str) -> int:
     everyone (its Preference rows do not exist yet). Each pair is set as ``set_preference`` sets one,
     every channel allowed, in one transaction. Returns the pairs set.
     """
-    pairs = [(kind, channel) for kind in Kind.objects.filter(category=Category.MARKETING) for channel in Channel.values]
+    marketing = Kind.objects.filter(category=Category.MARKETING).exclude(name=Kind.DIGEST)  # the digest follows them
+    pairs = [(kind, channel) for kind in marketing for channel in Channel.values]
     with transaction.atomic():
         for kind, channel in pairs:
             set_preference(recipient, kind, channel, enabled, Channel.values, by=by)

@@ -21,7 +21,7 @@ from backend.notifications.api.serializers import (
 from backend.notifications.models import Device, Kind, Preference, Recipient
 from backend.notifications.providers.base import ProviderError
 from backend.notifications.providers.http import check_public_url
-from backend.notifications.providers.webpush import subscription_keys_problem
+from backend.notifications.providers.webpush import subscription_keys
 
 _ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
 
@@ -162,10 +162,12 @@ class DeviceSerializer(StrictSerializer):
             check_public_url(endpoint, resolve=False)
         except ProviderError as exc:
             raise serializers.ValidationError({"subscription": [str(exc)]}) from None
-        if problem := subscription_keys_problem(keys["p256dh"], keys["auth"]):
-            raise serializers.ValidationError({"subscription": [problem]})
+        try:
+            checked = subscription_keys(keys["p256dh"], keys["auth"])
+        except ValueError as exc:
+            raise serializers.ValidationError({"subscription": [str(exc)]}) from None
         attrs["token"] = endpoint
-        attrs["subscription"] = {"endpoint": endpoint, "keys": {"p256dh": keys["p256dh"], "auth": keys["auth"]}}
+        attrs["subscription"] = {"endpoint": endpoint, "keys": checked}
         return attrs
 
 

@@ -15,6 +15,7 @@ Options: ``vapid_private_key`` (PEM or base64url), ``vapid_subject`` (mailto: or
 
 import base64
 import json
+import re
 import time
 from urllib.parse import urlsplit
 
@@ -27,29 +28,42 @@ from pywebpush import WebPusher, WebPushException
 from backend.notifications.providers import http
 from backend.notifications.providers.base import OutboundMessage, Provider, ProviderError, register
 
+# base64url's alphabet (RFC 4648 §5), padded or not: the Push API's ``toJSON`` leaves the padding out.
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 
-def subscription_keys_problem(p256dh: str, auth: str) -> str | None:
-    """Why a subscription's keys cannot encrypt a push (None when they can): RFC 8291 §3.2 and §2.
 
-    ``p256dh`` is the browser's P-256 public key, an uncompressed point (65 bytes); ``auth`` its 16-byte
-    authentication secret; both base64url, padded or not (the Push API's ``toJSON`` leaves the padding out).
-    A subscription with keys ``"x"`` and ``"y"`` was accepted and failed at every push.
+def _base64url(text: str) -> bytes:
+    """``text`` decoded as strict base64url; ``ValueError`` for any other character (``urlsafe_b64decode`` drops it)."""
+    if not _BASE64URL.fullmatch(text):
+        raise ValueError(text)
+    bare = text.rstrip("=")
+    return base64.urlsafe_b64decode(bare + "=" * (-len(bare) % 4))
+
+
+def subscription_keys(p256dh: str, auth: str) -> dict[str, str]:
+    """A subscription's keys checked and written the one way pywebpush reads them: base64url without padding.
+
+    ``p256dh`` is the browser's P-256 public key, an uncompressed point (65 bytes) on the curve; ``auth`` its
+    16-byte authentication secret (RFC 8291 §3.2 and §2). Raises ``ValueError`` with the reason a person reads:
+    keys ``"x"`` and ``"y"``, or a valid secret with ``"!!!"`` after it, were accepted and every push failed.
     """
     try:
-        point = base64.urlsafe_b64decode(p256dh + "=" * (-len(p256dh) % 4))
-        secret = base64.urlsafe_b64decode(auth + "=" * (-len(auth) % 4))
+        point, secret = _base64url(p256dh), _base64url(auth)
     except ValueError:
-        return "keys.p256dh and keys.auth must be base64url, as the browser's subscription gives them."
+        raise ValueError(
+            "keys.p256dh and keys.auth must be base64url, as the browser's subscription gives them."
+        ) from None
     problem = "keys.p256dh must be a P-256 public key, an uncompressed point of 65 bytes (RFC 8291)."
     if len(point) != 65 or point[0] != 4:
-        return problem
+        raise ValueError(problem)
     try:
         ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)  # on the curve
     except ValueError:
-        return problem
+        raise ValueError(problem) from None
     if len(secret) != 16:
-        return f"keys.auth must be 16 bytes (RFC 8291); it is {len(secret)}."
-    return None
+        raise ValueError(f"keys.auth must be 16 bytes (RFC 8291); it is {len(secret)}.")
+    unpadded = {"p256dh": point, "auth": secret}
+    return {name: base64.urlsafe_b64encode(raw).rstrip(b"=").decode() for name, raw in unpadded.items()}
 
 
 def generate_vapid_private_key() -> str:
