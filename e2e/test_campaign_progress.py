@@ -105,10 +105,10 @@ def test_a_cancel_from_the_page_shows_the_ledger(running, live_server, stub, pag
         page.click("#ledger-csv")
     lines = download.value.path().read_text(encoding="utf-8-sig").splitlines()  # after the BOM Excel needs
     assert lines[:2] == [
-        "user_id,address,state,reason,provider,sent_at",
-        f"e2e-00,'+1555••••000,sent,,twilio,{sent_at(running)}",
+        '"user_id","address","state","reason","provider","sent_at"',
+        f'"e2e-00","\'+1555••••000","sent","","twilio","{sent_at(running)}"',
     ]
-    assert sum(",cancelled,campaign-cancelled," in line for line in lines) == 7
+    assert sum('"cancelled","campaign-cancelled"' in line for line in lines) == 7
 
 
 def sent_at(campaign: Campaign) -> str:

@@ -112,7 +112,7 @@ def test_the_csv_streams_every_row_with_masked_contacts_and_no_params(finished, 
     assert response["Content-Disposition"].startswith(f'attachment; filename="campaign-{finished.pk}-ledger-')
     with pytest.warns(Warning, match="asynchronous iterators"):  # daphne streams it; the test client collects it
         text = b"".join(response).decode()
-    assert text.startswith("\ufeffuser_id,")  # the BOM Excel needs to read UTF-8
+    assert text.startswith('\ufeff"user_id",')  # the BOM Excel needs to read UTF-8; every cell quoted
     # In the order of the keys, campaign:<id>:<user id at fan-out>.
     rows = list(csv.reader(io.StringIO(text.removeprefix("\ufeff"))))
     sent_at = Notification.objects.get(campaign=finished, state=State.SENT).sent_at

@@ -273,7 +273,7 @@ def test_the_unknown_ids_download_as_csv(as_marketer):
     token = re.search(r'name="token" value="([^"]+)"', upload(as_marketer, CSV).content.decode()).group(1)
     response = as_marketer.get(f"/campaigns/segments/upload/{token}/unknown.csv")
     assert response["Content-Type"] == "text/csv; charset=utf-8"
-    assert b"".join(response.streaming_content).decode() == "\ufeffuser_id\r\nnobody-1\r\nمستخدم-٢\r\n"
+    assert b"".join(response.streaming_content).decode() == '\ufeff"user_id"\r\n"nobody-1"\r\n"مستخدم-٢"\r\n'
 
 
 def test_unknown_ids_download_as_text_a_spreadsheet_does_not_run(as_marketer):

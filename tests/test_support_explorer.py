@@ -369,11 +369,22 @@ def test_the_csv_export_streams_the_whole_search_masked(as_agent, scene):
 
     assert response.streaming and response["Content-Type"] == "text/csv; charset=utf-8"
     content = b"".join(response.streaming_content)
-    assert content.startswith(b"\xef\xbb\xbfcreated_at,")  # the BOM Excel needs to read UTF-8 (Arabic previews)
+    assert content.startswith(b'\xef\xbb\xbf"created_at",')  # the BOM Excel needs to read UTF-8 (Arabic previews)
     rows = list(csv.DictReader(io.StringIO(content.decode("utf-8-sig"))))
     assert [row["id"] for row in rows] == [str(scene.dead.pk), str(scene.opted_out.pk), str(scene.sent.pk)]
     assert {row["phone"] for row in rows} == {"'+9665••••567"}  # as text: Excel reads +9665… as a formula
     assert rows[2]["provider_ref"] == "SM5012abc" and rows[1]["reason"] == "opted-out"
+
+
+def test_a_formula_after_a_semicolon_stays_inside_its_quoted_cell(as_agent, scene):
+    """Excel set to German or French splits a .csv on ";": unquoted, "5;=2*21;" made a cell "=2*21"."""
+    Recipient.objects.create(user_id="semi;=1+2;", email="s@example.com", phone="+14155550197")
+    send("semi-1", "semi;=1+2;", "shipped", {"order": "5;=2*21;"}, channel="email")
+    response = as_agent.get("/support/export.csv", {"q": "semi;=1+2;", "as": "user"})
+    line = b"".join(response.streaming_content).decode("utf-8-sig").splitlines()[1]
+    preview = next(csv.reader([line]))[-1]
+    assert ";=2*21;" in preview
+    assert '"semi;=1+2;"' in line and f'"{preview}"' in line  # each inside its quotes, whatever the separator
 
 
 def test_a_user_id_that_reads_as_a_formula_is_quoted_in_the_csv(as_agent, scene):

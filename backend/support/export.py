@@ -8,7 +8,7 @@ import csv
 from collections.abc import Iterator
 
 from backend.notifications.masking import mask_email, mask_phone
-from backend.spreadsheet import BOM, spreadsheet_text
+from backend.spreadsheet import BOM, QUOTING, spreadsheet_text
 from backend.support import search
 
 COLUMNS = ("created_at", "id", "user_id", "phone", "email", "kind", "channel", "priority", "state", "reason",
@@ -27,7 +27,7 @@ def csv_lines(lookup: search.Lookup, filters: search.Filters) -> Iterator[str]:
 
     ``Lookup.order``; every text cell through ``spreadsheet_text`` (a masked phone starts with ``+``).
     """
-    writer = csv.writer(_Line())
+    writer = csv.writer(_Line(), quoting=QUOTING)
     yield BOM + writer.writerow(COLUMNS)
     for row in search.each_row(lookup, filters):
         recipient = row.recipient

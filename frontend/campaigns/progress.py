@@ -38,7 +38,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Channel, State
-from backend.spreadsheet import BOM, spreadsheet_text
+from backend.spreadsheet import BOM, QUOTING, spreadsheet_text
 from campaigns import actions, ledger, pace, pacing
 from campaigns.models import Campaign, Origin, ScheduleMode
 from frontend.editor.views import _answer, staff_only
@@ -323,7 +323,7 @@ def _address(channel: str, phone: str, email: str) -> str:
 
 def _csv_text(lines: list[list[str]]) -> str:
     out = io.StringIO()
-    csv.writer(out).writerows(lines)
+    csv.writer(out, quoting=QUOTING).writerows(lines)
     return out.getvalue()
 
 
@@ -334,8 +334,8 @@ async def _csv_chunks(campaign: Campaign) -> AsyncIterator[str]:
     while batch := await sync_to_async(ledger.rows)(campaign, after, CSV_BATCH):
         yield _csv_text(
             [
-                [spreadsheet_text(user_id), spreadsheet_text(_address(campaign.channel, phone, email)), state, reason,
-                 provider,
+                [spreadsheet_text(user_id), spreadsheet_text(_address(campaign.channel, phone, email)), state,
+                 spreadsheet_text(reason), spreadsheet_text(provider),
                  sent_at.isoformat().replace("+00:00", "Z") if sent_at else ""]
                 for _, user_id, phone, email, state, reason, provider, sent_at in batch
             ]

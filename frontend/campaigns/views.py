@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Recipient
-from backend.spreadsheet import BOM, spreadsheet_text
+from backend.spreadsheet import BOM, QUOTING, spreadsheet_text
 from campaigns import csv_upload, segment_query
 from campaigns.models import Segment, SegmentMember
 from frontend.campaigns import conditions, uploads
@@ -216,7 +216,7 @@ def upload_unknown(request: HttpRequest, token: str) -> StreamingHttpResponse:
     ids = uploads.unknown_ids(request.user.pk, token)
     if ids is None:
         raise Http404("No such upload: upload the file again.")
-    writer = csv.writer(_Echo(), lineterminator="\r\n")
+    writer = csv.writer(_Echo(), lineterminator="\r\n", quoting=QUOTING)
     ids = (spreadsheet_text(user_id) for user_id in ids)  # an id comes from the uploaded file, as written
     rows = itertools.chain([BOM + writer.writerow(["user_id"])], (writer.writerow([user_id]) for user_id in ids))
     response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
