@@ -81,7 +81,19 @@ def test_bad_contact_data_is_a_422_naming_the_field(api, field, value, message):
 
 @pytest.mark.parametrize(
     ("sent", "stored"),
-    [("ar-SA", "ar"), ("fa_IR", "fa"), ("en-US", "en"), ("zh-Hant-TW", "zh"), ("AR", "ar"), ("ckb-IQ", "ckb")],
+    [
+        ("ar-SA", "ar"),
+        ("fa_IR", "fa"),
+        ("en-US", "en"),
+        ("zh-Hant-TW", "zh"),
+        ("AR", "ar"),
+        ("ckb-IQ", "ckb"),
+        ("ar-SA-u-nu-latn", "ar"),
+        ("en-x-private", "en"),
+        ("iw_IL", "he"),
+        ("in_ID", "id"),
+        ("ji", "yi"),
+    ],
 )
 def test_a_locale_tag_is_stored_as_its_language(api, sent, stored):
     """Apps send their platform's locale; templates are per language, so the region and script are not kept."""

@@ -5,6 +5,7 @@ mail, preview, PDF and widget: both from CLDR (through Babel) and Django's ``LAN
 from a list of our own.
 """
 
+import re
 import unicodedata
 import zoneinfo
 from collections.abc import Collection, Iterator
@@ -68,13 +69,22 @@ def language_of(tag: str) -> str | None:
     → ``ar``, ``fa``, ``zh``, ``ar`` (Babel's ``parse_locale``); None when it names no language ``is_language`` knows.
 
     Apps send their platform's locale (``ar-SA`` from a browser, ``fa_IR`` from Android); templates are per
-    language, so the region and script are not kept.
+    language, so the region and script are not kept, nor a BCP 47 extension (``ar-SA-u-nu-latn``, RFC 6067).
+    Java's ``Locale`` still reports the ISO 639 codes withdrawn in 1989 (``iw_IL``, ``in_ID``, ``ji``): read
+    as ``he``, ``id``, ``yi``.
     """
+    base = _EXTENSION.split(tag.strip(), maxsplit=1)[0]
     try:
-        language = parse_locale(tag.strip().replace("-", "_"))[0].lower()
+        language = parse_locale(base.replace("-", "_"))[0].lower()
     except ValueError:
         return None
+    language = _WITHDRAWN.get(language, language)
     return language if is_language(language) else None
+
+
+# A BCP 47 extension or private use from its singleton on ("-u-nu-latn", "-x-…"): RFC 5646 §2.2.6–7.
+_EXTENSION = re.compile(r"[-_][0-9A-WY-Za-wy-z][-_]|[-_][xX][-_]")
+_WITHDRAWN = {"iw": "he", "in": "id", "ji": "yi"}
 
 
 @lru_cache(maxsize=1)
