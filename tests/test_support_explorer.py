@@ -85,6 +85,20 @@ def test_a_national_number_of_another_country_finds_whoever_has_it(as_agent, sce
 
     assert response.context["page"].lookup.label == "phone number +989121234567"
     assert [row.pk for row in response.context["page"].rows] == [sent.pk]
+    assert 'id="search-warning"' not in response.content.decode()  # one person: nothing to ask
+
+
+def test_a_national_number_several_people_hold_in_different_countries_says_so(as_agent, scene):
+    """0912 123 4567 is Mina's in Iran and, here, someone's in Germany: the agent must ask before reading out."""
+    Recipient.objects.create(user_id="u-de-1", email="de@example.com", phone="+499121234567")
+
+    response = as_agent.get("/support/", {"q": "0912 123 4567", "as": "phone"})
+
+    assert response.context["page"].lookup.label == "phone number +499121234567 or +989121234567"
+    assert (
+        "2 people in different countries have a number that reads as 0912 123 4567: ask the caller which "
+        "country their number is from before reading anything out." in response.content.decode()
+    )
 
 
 def test_a_national_number_nobody_has_is_searched_as_a_phone_and_finds_nothing(as_agent, scene):

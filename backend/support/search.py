@@ -71,13 +71,15 @@ class SearchError(ValueError):
 class Lookup:
     """How a query is searched: its ``kind``, the ``value`` as searched (E.164, UUID…) and the rows' condition.
 
-    ``campaign_id`` is set for a campaign search, which is listed and paged by idempotency key.
+    ``campaign_id`` is set for a campaign search, which is listed and paged by idempotency key; ``warning``
+    is what the agent must know before reading the rows out (several people found by one national number).
     """
 
     kind: str
     value: str
     condition: Q
     campaign_id: int | None = None
+    warning: str = ""
 
     @property
     def label(self) -> str:
@@ -281,8 +283,15 @@ def _as_phone(query: str) -> Lookup | None:
         return None
     # Named by the numbers someone has: "+989121234567", not the 14 countries' readings of 0912 123 4567.
     found = list(recipients().filter(phone__in=readings).order_by("phone").values_list("pk", "phone")[:20])
-    value = " or ".join(sorted({phone for _, phone in found})) or re.sub(r"[\s().\-]", "", query)
-    return Lookup("phone", value, Q(recipient_id__in=[pk for pk, _ in found]))
+    numbers = sorted({phone for _, phone in found})
+    value = " or ".join(numbers) or re.sub(r"[\s().\-]", "", query)
+    warning = (
+        f"{len(numbers)} people in different countries have a number that reads as {query}: ask the caller which "
+        "country their number is from before reading anything out."
+        if len(numbers) > 1
+        else ""
+    )
+    return Lookup("phone", value, Q(recipient_id__in=[pk for pk, _ in found]), warning=warning)
 
 
 def _as_email(query: str) -> Lookup | None:
