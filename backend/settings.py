@@ -398,9 +398,10 @@ INBOX = {
     "POLL_INTERVAL": env_float("NOTIFY_INBOX_POLL_INTERVAL", 5.0 if REDIS_URL else 1.0, minimum=0.05),
     # Open sockets one person may hold on one daphne process (a tab each); one more is refused (4429).
     "MAX_SOCKETS_PER_USER": env_int("NOTIFY_INBOX_MAX_SOCKETS_PER_USER", 10, minimum=1),
-    # Commands one socket may send: a burst of COMMAND_BURST, then COMMANDS_PER_SECOND (a token bucket).
-    # Past it the socket is closed (4429): a widget sends a command per click, a flood queued frames
-    # in daphne faster than the database thread, which every socket of the process shares, could answer.
+    # Commands one person may send over all their sockets on one process: a burst of COMMAND_BURST, then
+    # COMMANDS_PER_SECOND (a token bucket, kept across reconnects). Past it the socket is closed (4429): a
+    # widget sends a command per click, a flood queued frames in daphne faster than the database thread,
+    # which every socket of the process shares, could answer.
     "COMMAND_BURST": env_int("NOTIFY_INBOX_COMMAND_BURST", 20, minimum=1),
     "COMMANDS_PER_SECOND": env_float("NOTIFY_INBOX_COMMANDS_PER_SECOND", 5.0, minimum=0.1),
 }

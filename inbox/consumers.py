@@ -45,7 +45,10 @@ MAX_JSON_DEPTH = 8
 
 
 class CommandBucket:
-    """One socket's commands as a token bucket: ``burst`` at once, then ``rate`` a second (``time.monotonic``)."""
+    """One person's commands as a token bucket: ``burst`` at once, then ``rate`` a second (``time.monotonic``).
+
+    Shared by all their sockets on the process and kept across reconnects (``poller.Poller.budget``).
+    """
 
     def __init__(self, burst: int, rate: float) -> None:
         self.burst, self.rate = burst, rate
@@ -141,7 +144,8 @@ class InboxConsumer(AsyncWebsocketConsumer):
             message = f"This person has {limit} inbox sockets open here already; close one, then reconnect."
             return await self._refuse(CLOSE_TOO_MANY, "too-many-sockets", message)
         self.groups = [group]  # AsyncWebsocketConsumer leaves them on disconnect
-        self.commands = CommandBucket(settings.INBOX["COMMAND_BURST"], settings.INBOX["COMMANDS_PER_SECOND"])
+        burst, rate = settings.INBOX["COMMAND_BURST"], settings.INBOX["COMMANDS_PER_SECOND"]
+        self.commands = poller().budget(self.recipient, lambda: CommandBucket(burst, rate))
         await self.accept()
         await self._send({"type": "hello", "unread": self.unread, "last_id": self.cursor, "messages": page})
         self.live = True

@@ -13,7 +13,7 @@ would cost a thousand sockets 33 queries a second at a 30 s interval.
 import asyncio
 import logging
 import weakref
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -25,6 +25,7 @@ from inbox.models import InboxMessage
 logger = logging.getLogger(__name__)
 
 _CHUNK = 1000  # recipients per query
+MAX_BUDGETS = 100_000  # people whose command budget a process remembers
 
 
 def newest_ids(recipients: list[int]) -> dict[int, int]:
@@ -64,7 +65,20 @@ class Poller:
     def __init__(self) -> None:
         self.sockets: dict[str, object] = {}  # channel name → InboxConsumer
         self.per_recipient: Counter[int] = Counter()  # recipient pk → sockets watched
+        self.budgets: OrderedDict[int, object] = OrderedDict()  # recipient pk → CommandBucket, most recent last
         self.task: asyncio.Task | None = None
+
+    def budget(self, recipient: int, make):
+        """The person's command budget on this process, ``make()`` on first use; kept after their sockets close.
+
+        Per person, not per socket: ten sockets reconnecting in turn each got a fresh burst (315 commands a
+        second from one token). The ``MAX_BUDGETS`` people seen last are remembered (a bucket is a few bytes).
+        """
+        bucket = self.budgets.pop(recipient, None) or make()
+        self.budgets[recipient] = bucket
+        if len(self.budgets) > MAX_BUDGETS:
+            self.budgets.popitem(last=False)
+        return bucket
 
     def watch(self, consumer, limit: int) -> bool:
         """Watch ``consumer`` unless its person has ``limit`` sockets watched already: then False, nothing changed."""

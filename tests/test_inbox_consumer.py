@@ -409,6 +409,36 @@ def test_a_socket_past_its_command_budget_is_told_and_closed_with_4429(settings)
     assert late is True
 
 
+def test_a_persons_sockets_share_one_budget_that_a_reconnect_does_not_refill(settings):
+    """Ten sockets reconnecting in turn each got a fresh burst: 315 commands a second from one token."""
+    settings.INBOX = {**settings.INBOX, "COMMAND_BURST": 3, "COMMANDS_PER_SECOND": 0.1}
+
+    async def scenario():
+        first = await connect()
+        await first.receive_json_from(timeout=5)
+        for _ in range(2):
+            await first.send_to(text_data='{"type": "ping"}')
+            await first.receive_json_from(timeout=5)
+        await first.disconnect()
+        again = await connect()  # the same person, a new socket: one command left, not three
+        await again.receive_json_from(timeout=5)
+        await again.send_to(text_data='{"type": "ping"}')
+        answered = await again.receive_json_from(timeout=5)
+        await again.send_to(text_data='{"type": "ping"}')
+        refused = await again.receive_json_from(timeout=5), await again.receive_output(timeout=5)
+        await again.disconnect()
+        other = await connect("u-fa-1")  # someone else's budget is their own
+        await other.receive_json_from(timeout=5)
+        await other.send_to(text_data='{"type": "ping"}')
+        theirs = await other.receive_json_from(timeout=5)
+        await other.disconnect()
+        return answered, refused, theirs
+
+    answered, refused, theirs = async_to_sync(scenario)()
+    assert answered == theirs == {"type": "pong"}
+    assert (refused[0]["code"], refused[1]) == ("too-many-commands", {"type": "websocket.close", "code": 4429})
+
+
 @pytest.mark.parametrize(
     ("takes", "expected"),
     [
