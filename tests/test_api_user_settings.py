@@ -200,3 +200,37 @@ def test_devices_that_cannot_work_are_refused(api, body, fields):
 def test_preference_values_are_json_booleans(api, value):
     response = api.put("/api/v1/users/u-ar-1/preferences", {"channels": {"promo": {"email": value}}}, format="json")
     assert response.status_code == 422
+
+
+def test_an_app_that_signs_out_unregisters_its_device_and_pushes_stop(api):
+    put = api.put("/api/v1/users/u-ar-1/devices", {"platform": "fcm", "token": "fcm-signed-out"}, format="json")
+    assert put.status_code == 201
+
+    response = api.post("/api/v1/users/u-ar-1/devices/unregister", {"token": "fcm-signed-out"}, format="json")
+
+    assert response.status_code == 200
+    assert response.json()["disabled_reason"] == "unregistered by API client orders"
+    device = Recipient.objects.get(user_id="u-ar-1").devices.get(token="fcm-signed-out")
+    assert device.disabled_at is not None  # kept for support, left out of every push
+    again = api.put("/api/v1/users/u-ar-1/devices", {"platform": "fcm", "token": "fcm-signed-out"}, format="json")
+    assert (again.status_code, again.json()["disabled_at"]) == (200, None)  # signing in again enables it
+
+
+@pytest.mark.parametrize(
+    ("user_id", "body", "status", "answer"),
+    [
+        ("u-ar-1", {"token": "never-registered"}, 404, "User 'u-ar-1' has no device with that token."),
+        ("u-en-1", {"token": "fcm-of-u-ar-1"}, 404, "User 'u-en-1' has no device with that token."),  # not theirs
+        ("nobody", {"token": "fcm-of-u-ar-1"}, 404, "No user with id 'nobody'."),
+    ],
+)
+def test_a_token_the_user_does_not_have_is_a_404_and_changes_nothing(api, user_id, body, status, answer):
+    api.put("/api/v1/users/u-ar-1/devices", {"platform": "fcm", "token": "fcm-of-u-ar-1"}, format="json")
+    response = api.post(f"/api/v1/users/{user_id}/devices/unregister", body, format="json")
+    assert (response.status_code, response.json()["message"]) == (status, answer)
+    assert Device.objects.get(token="fcm-of-u-ar-1").disabled_at is None
+
+
+def test_an_unregister_without_a_token_is_a_422(api):
+    response = api.post("/api/v1/users/u-ar-1/devices/unregister", {}, format="json")
+    assert (response.status_code, response.json()["fields"]) == (422, {"token": ["This field is required."]})

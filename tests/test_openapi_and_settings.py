@@ -33,6 +33,7 @@ def test_openapi_schema_is_served_as_json_without_a_key(client, db):
         "/api/v1/users/{user_id}/preference-link",
         "/api/v1/users/{user_id}/preferences",
         "/api/v1/users/{user_id}/devices",
+        "/api/v1/users/{user_id}/devices/unregister",
         "/api/v1/campaigns",
         "/api/v1/campaigns/{id}",
         "/api/v1/campaigns/{id}/report.pdf",

@@ -46,6 +46,7 @@ from backend.notifications.actions.preferences import (
     set_marketing,
     set_preference,
     set_quiet_hours,
+    unregister_device,
     update_preferences,
     upsert_recipient,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "set_preference",
     "set_quiet_hours",
     "start_attempt",
+    "unregister_device",
     "update_preferences",
     "upsert_recipient",
 ]

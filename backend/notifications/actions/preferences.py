@@ -156,6 +156,21 @@ def register_device(recipient: Recipient, platform: str, token: str, subscriptio
     return device, created
 
 
+def unregister_device(recipient: Recipient, token: str, by: str) -> Device | None:
+    """The app signed out (or the browser unsubscribed): ``recipient``'s device ``token`` gets no more pushes.
+
+    It is disabled, not deleted, with ``by`` in its reason, so support sees why pushes stopped; registering the
+    token again enables it. Returns the device, or None when ``recipient`` has no device with that token
+    (the FCM token, or a Web Push subscription's endpoint). Disabled already, it is returned as it is.
+    """
+    device = Device.objects.filter(recipient=recipient, token=token).first()
+    if device is None or device.disabled_at is not None:
+        return device
+    device.disabled_at, device.disabled_reason = timezone.now(), f"unregistered by {by}"[:255]
+    device.save(update_fields=["disabled_at", "disabled_reason"])
+    return device
+
+
 def retire_devices(recipient: Recipient, keep: int) -> int:
     """Disable all but the ``keep`` most recently seen active devices; delete disabled ones past ``keep``.
 

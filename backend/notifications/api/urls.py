@@ -11,6 +11,11 @@ urlpatterns = [
     path("users/<str:user_id>", views.RecipientView.as_view(), name="user"),
     path("users/<str:user_id>/preferences", user_settings.PreferencesView.as_view(), name="user-preferences"),
     path("users/<str:user_id>/devices", user_settings.DevicesView.as_view(), name="user-devices"),
+    path(
+        "users/<str:user_id>/devices/unregister",
+        user_settings.DeviceUnregisterView.as_view(),
+        name="user-device-unregister",
+    ),
     path("users/<str:user_id>/preference-link", preferences.PreferenceLinkView.as_view(), name="preference-link"),
     path("sms/segments", sms.SmsSegmentsView.as_view(), name="sms-segments"),
     path(

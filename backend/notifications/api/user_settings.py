@@ -171,6 +171,29 @@ class DeviceSerializer(StrictSerializer):
         return attrs
 
 
+class UnregisterSerializer(StrictSerializer):
+    token = StrictCharField(max_length=1024, help_text="The FCM token, or the Web Push subscription's endpoint.")
+
+
+class DeviceUnregisterView(APIView):
+    @extend_schema(
+        operation_id="unregister_device",
+        request=UnregisterSerializer,
+        responses={200: OpenApiResponse(description="Disabled"), 400: _ERROR, 401: _ERROR, 404: _ERROR,
+                   422: _ERROR},
+    )  # fmt: skip
+    def post(self, request: Request, user_id: str) -> Response:
+        """The app signed out: push no more to this device (kept, disabled, for support; registering enables it)."""
+        recipient = _recipient(user_id)
+        serializer = UnregisterSerializer(data=json_object(request))
+        serializer.is_valid(raise_exception=True)
+        by = actions.by_api_client(request.auth)
+        device = actions.unregister_device(recipient, serializer.validated_data["token"], by)
+        if device is None:
+            raise NotFound(f"User {user_id!r} has no device with that token.")
+        return Response(device_json(device))
+
+
 def device_json(device: Device) -> dict:
     return {
         "platform": device.platform,
