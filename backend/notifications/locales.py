@@ -83,7 +83,7 @@ def language_of(tag: str) -> str | None:
 
 
 # A BCP 47 extension or private use from its singleton on ("-u-nu-latn", "-x-…"): RFC 5646 §2.2.6–7.
-_EXTENSION = re.compile(r"[-_][0-9A-WY-Za-wy-z][-_]|[-_][xX][-_]")
+_EXTENSION = re.compile(r"[-_][0-9A-Za-z][-_]")
 _WITHDRAWN = {"iw": "he", "in": "id", "ji": "yi"}
 
 

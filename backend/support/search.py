@@ -179,13 +179,18 @@ class Page:
     next_cursor: Cursor | None = None
 
 
+def _compact(text: str) -> str:
+    """A phone number as typed without its spaces, dots, dashes and brackets."""
+    return re.sub(r"[\s().\-]", "", text)
+
+
 def national_phone(text: str, region: str | None = None) -> str | None:
     """``text`` as an E.164 number if it reads as a valid one, national numbers in ``region``; else None.
 
     ``00`` before the country code is read as ``+`` (the international prefix of most countries).
     ``region`` defaults to ``settings.SUPPORT["DEFAULT_REGION"]``.
     """
-    compact = re.sub(r"[\s().\-]", "", text)
+    compact = _compact(text)
     if compact.startswith("00"):
         compact = "+" + compact[2:]
     try:
@@ -204,7 +209,7 @@ def phone_readings(text: str) -> list[str]:
     digits are valid in many regions (``0912…`` in 14, Iran among them), so the search looks for each. Costs
     a parse per region phonenumbers knows (about 30 ms), only for a number not valid in the default region.
     """
-    compact = re.sub(r"[\s().\-]", "", text)
+    compact = _compact(text)
     if compact.startswith(("+", "00")):
         return []
     readings = set()
@@ -284,7 +289,7 @@ def _as_phone(query: str) -> Lookup | None:
     # Named by the numbers someone has: "+989121234567", not the 14 countries' readings of 0912 123 4567.
     found = list(recipients().filter(phone__in=readings).order_by("phone").values_list("pk", "phone")[:20])
     numbers = sorted({phone for _, phone in found})
-    value = " or ".join(numbers) or re.sub(r"[\s().\-]", "", query)
+    value = " or ".join(numbers) or _compact(query)
     warning = (
         f"{len(numbers)} people in different countries have a number that reads as {query}: ask the caller which "
         "country their number is from before reading anything out."

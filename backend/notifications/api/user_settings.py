@@ -33,6 +33,14 @@ def _recipient(user_id: str) -> Recipient:
     return recipient
 
 
+def _validated(request: Request, user_id: str, serializer: type[serializers.Serializer]) -> tuple[Recipient, dict]:
+    """The user (404 unknown) and the request's JSON object validated by ``serializer`` (400 / 422)."""
+    recipient = _recipient(user_id)
+    validated = serializer(data=json_object(request))
+    validated.is_valid(raise_exception=True)
+    return recipient, validated.validated_data
+
+
 class StrictBooleanField(serializers.BooleanField):
     """JSON true or false only (DRF would also take "no", 0, "off")."""
 
@@ -112,10 +120,7 @@ class PreferencesView(APIView):
     )  # fmt: skip
     def put(self, request: Request, user_id: str) -> Response:
         """Set preferences; fields left out stay as they are. Security kinds cannot be turned off (422)."""
-        recipient = _recipient(user_id)
-        serializer = PreferencesSerializer(data=json_object(request))
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
+        recipient, data = _validated(request, user_id, PreferencesSerializer)
         kinds = {kind.name: kind for kind in Kind.objects.filter(name__in=data.get("channels", {}))}
         sendable = actions.channels_by_kind(kinds.values())
         problems = {}
@@ -184,11 +189,9 @@ class DeviceUnregisterView(APIView):
     )  # fmt: skip
     def post(self, request: Request, user_id: str) -> Response:
         """The app signed out: push no more to this device (kept, disabled, for support; registering enables it)."""
-        recipient = _recipient(user_id)
-        serializer = UnregisterSerializer(data=json_object(request))
-        serializer.is_valid(raise_exception=True)
+        recipient, body = _validated(request, user_id, UnregisterSerializer)
         by = actions.by_api_client(request.auth)
-        device = actions.unregister_device(recipient, serializer.validated_data["token"], by)
+        device = actions.unregister_device(recipient, body["token"], by)
         if device is None:
             raise NotFound(f"User {user_id!r} has no device with that token.")
         return Response(device_json(device))
@@ -218,8 +221,6 @@ class DevicesView(APIView):
     )  # fmt: skip
     def put(self, request: Request, user_id: str) -> Response:
         """Register a push device (or refresh it: a token seen again is enabled again and moves to this user)."""
-        recipient = _recipient(user_id)
-        serializer = DeviceSerializer(data=json_object(request))
-        serializer.is_valid(raise_exception=True)
-        device, created = actions.register_device(recipient, **serializer.validated_data)
+        recipient, body = _validated(request, user_id, DeviceSerializer)
+        device, created = actions.register_device(recipient, **body)
         return Response(device_json(device), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
