@@ -253,6 +253,16 @@ class Attempt(models.Model):
     def __str__(self) -> str:
         return f"#{self.number} via {self.provider}: {self.result or 'in flight'}"
 
+    @property
+    def cost_label(self) -> str:
+        """What support pages show for its cost: "0.04500 USD", "not billed" for a call the provider refused
+        (whatever an older row stored as its quote, ``actions.NOT_BILLED``), "" when it was never priced."""
+        if self.cost is None:
+            return ""
+        if self.result in (self.Result.TRANSIENT, self.Result.PERMANENT):
+            return "not billed"
+        return f"{self.cost} {self.currency}"
+
 
 class DeadLetter(models.Model):
     """A notification whose transient failures used up its attempts; support can replay it.
