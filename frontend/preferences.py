@@ -11,7 +11,7 @@ all of them are off. The page names the email and phone it is about, masked (``l
 """
 
 from dataclasses import dataclass
-from datetime import datetime, time
+from datetime import time
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -27,6 +27,7 @@ from backend.notifications import actions, links, locales
 from backend.notifications.locales import text_direction
 from backend.notifications.masking import mask_email, mask_phone
 from backend.notifications.models import Category, Channel, Kind, Preference, Recipient
+from backend.notifications.quiet_hours import parse_wall_time
 from frontend.signed_pages import for_person, render_page, status_message
 
 CATEGORIES = [
@@ -248,7 +249,7 @@ def marketing(request: HttpRequest, recipient: Recipient, token: str) -> HttpRes
 
 def _parse_time(value: str) -> time | None:
     try:
-        return datetime.strptime(value.strip(), "%H:%M").time()
+        return parse_wall_time(value)
     except ValueError:
         return None
 

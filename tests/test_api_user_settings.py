@@ -47,6 +47,11 @@ def test_put_changes_only_what_it_names(api):
     assert (body["language"], body["time_zone"]) == ("ar", "Asia/Riyadh")
     assert Preference.objects.get(channel="email").enabled is False
 
+    persian = api.put(
+        "/api/v1/users/u-ar-1/preferences", {"quiet_hours": {"start": "۲۳:۰۰", "end": "٠٦:٣٠"}}, format="json"
+    )
+    assert (persian.status_code, persian.json()["quiet_hours"]) == (200, {"start": "23:00", "end": "06:30"})
+
     cleared = api.put(
         "/api/v1/users/u-ar-1/preferences", {"quiet_hours": None, "time_zone": "Asia/Tehran"}, format="json"
     )
@@ -67,7 +72,11 @@ def test_put_changes_only_what_it_names(api):
         ({"quiet_hours": {"start": "22:00", "end": "22:00"}},
          {"quiet_hours.end": ["Must differ from start (use null for no quiet hours)."]}),
         ({"quiet_hours": {"start": "10pm", "end": "07:00"}},
-         {"quiet_hours.start": ["Time has wrong format. Use one of these formats instead: hh:mm."]}),
+         {"quiet_hours.start": ["Give the time as HH:MM on a 24-hour clock, e.g. 22:00."]}),
+        ({"quiet_hours": {"start": 2200, "end": "07:00"}},
+         {"quiet_hours.start": ["Give the time as a string, HH:MM."]}),
+        ({"quiet_hours": {"start": "22:00", "end": "۲۴:۰۰"}},
+         {"quiet_hours.end": ["Give the time as HH:MM on a 24-hour clock, e.g. 22:00."]}),
         ({"time_zone": "Mars/Olympus"},
          {"time_zone": ["Unknown time zone 'Mars/Olympus'; use an IANA name such as Asia/Riyadh."]}),
         ({"colour": "red"}, {"colour": ["Unknown field."]}),

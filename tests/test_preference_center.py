@@ -344,6 +344,16 @@ def test_quiet_hours_are_saved_and_turned_off(client):
     assert (recipient.quiet_hours_start, recipient.quiet_hours_end) == (None, None)
 
 
+def test_quiet_hours_typed_in_persian_digits_are_read(client):
+    """A browser without a time picker sends what the person typed: ۲۲:۳۰ from a Persian keyboard."""
+    response = client.post(
+        action_url("quiet-hours", "u-ar-1"), {"enabled": "on", "start": "۲۲:۳۰", "end": "٠٦:١٥"}, **HTMX
+    )
+    assert response.status_code == 200
+    recipient = layla()
+    assert (recipient.quiet_hours_start, recipient.quiet_hours_end) == (time(22, 30), time(6, 15))
+
+
 def test_switching_quiet_hours_on_without_times_uses_22_to_07(client):
     client.post(action_url("quiet-hours", "u-en-1"), {"enabled": "on"}, **HTMX)
     recipient = Recipient.objects.get(user_id="u-en-1")

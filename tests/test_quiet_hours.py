@@ -10,7 +10,7 @@ from datetime import UTC, datetime, time
 
 import pytest
 
-from backend.notifications.quiet_hours import quiet_hours_end
+from backend.notifications.quiet_hours import parse_wall_time, quiet_hours_end
 
 
 def utc(*args) -> datetime:
@@ -55,3 +55,24 @@ CASES = [
 @pytest.mark.parametrize(("zone", "start", "end", "now", "expected"), CASES)
 def test_quiet_hours_end_instant(zone, start, end, now, expected):
     assert quiet_hours_end(now, zone, start, end) == expected
+
+
+@pytest.mark.parametrize(
+    ("typed", "wall"),
+    [
+        ("22:30", time(22, 30)),
+        ("۲۲:۳۰", time(22, 30)),  # Persian digits U+06F0–U+06F9
+        ("٠٧:٠٥", time(7, 5)),  # Arabic-Indic digits U+0660–U+0669
+        ("7:05", time(7, 5)),
+        (" 00:00 ", time(0, 0)),
+        ("23:59", time(23, 59)),
+    ],
+)
+def test_a_wall_time_is_read_in_any_scripts_digits(typed, wall):
+    assert parse_wall_time(typed) == wall
+
+
+@pytest.mark.parametrize("typed", ["24:00", "۲۴:۰۰", "12:60", "22:3", "2230", "22:30:00", "10pm", "", "22.30"])
+def test_a_wall_time_that_is_none_is_refused(typed):
+    with pytest.raises(ValueError):
+        parse_wall_time(typed)

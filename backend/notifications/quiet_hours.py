@@ -15,8 +15,25 @@ the next instant at which the recipient's clock shows ``end``:
 Time zones come from the IANA database through ``zoneinfo``.
 """
 
+import re
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
+
+_WALL_TIME = re.compile(r"\s*(\d{1,2}):(\d{2})\s*")
+
+
+def parse_wall_time(text: str) -> time:
+    """A local wall time typed as ``HH:MM`` (24-hour clock), in any script's decimal digits.
+
+    ``۲۲:۳۰`` (Persian), ``٢٢:٣٠`` (Arabic-Indic) and ``22:30`` are the same time: a person in Tehran
+    or Riyadh types the digits their keyboard has. Any Unicode decimal digit (category Nd) counts, as
+    ``int()`` reads it. Raises ``ValueError`` for anything else, or an hour over 23 or minute over 59.
+    """
+    match = _WALL_TIME.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a time as HH:MM")
+    hour, minute = (int(part) for part in match.groups())
+    return time(hour, minute)
 
 
 def in_window(wall: time, start: time, end: time) -> bool:

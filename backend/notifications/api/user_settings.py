@@ -22,6 +22,7 @@ from backend.notifications.models import Device, Kind, Preference, Recipient
 from backend.notifications.providers.base import ProviderError
 from backend.notifications.providers.http import check_public_url
 from backend.notifications.providers.webpush import subscription_keys
+from backend.notifications.quiet_hours import parse_wall_time
 
 _ERROR = OpenApiResponse(description="JSON error: {error, message, fields?}")
 
@@ -50,9 +51,24 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+class WallTimeField(serializers.TimeField):
+    """A local wall time as ``HH:MM``, in Latin, Persian or Arabic-Indic digits (``quiet_hours.parse_wall_time``)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(format="%H:%M", **kwargs)
+
+    def to_internal_value(self, value):
+        if not isinstance(value, str):
+            raise serializers.ValidationError("Give the time as a string, HH:MM.")
+        try:
+            return parse_wall_time(value)
+        except ValueError:
+            raise serializers.ValidationError("Give the time as HH:MM on a 24-hour clock, e.g. 22:00.") from None
+
+
 class QuietHoursSerializer(StrictSerializer):
-    start = serializers.TimeField(format="%H:%M", input_formats=["%H:%M"], help_text="Local wall time, 22:00.")
-    end = serializers.TimeField(format="%H:%M", input_formats=["%H:%M"], help_text="Local wall time, 07:00.")
+    start = WallTimeField(help_text="Local wall time, 22:00 (۲۲:۰۰ and ٢٢:٠٠ are read too).")
+    end = WallTimeField(help_text="Local wall time, 07:00.")
 
     def validate(self, attrs):
         attrs = super().validate(attrs)
