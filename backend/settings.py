@@ -340,6 +340,11 @@ NOTIFY = {
     "BREAKER_MIN_CALLS": env_int("NOTIFY_BREAKER_MIN_CALLS", 20, minimum=1),
     "BREAKER_WINDOW": env_float("NOTIFY_BREAKER_WINDOW", 30.0, minimum=1.0),
     "BREAKER_COOLDOWN": env_float("NOTIFY_BREAKER_COOLDOWN", 30.0, minimum=0.1),
+    # Each API client's own rate (DESIGN.md §2, "rate-limit caller"): notifications a second it may submit,
+    # single and batch sends together, unless the client has its own ``rate_limit``; a token bucket holding
+    # API_CLIENT_BURST_SECONDS of that rate, so a batch of 1,000 fits at the default.
+    "API_CLIENT_RATE": env_int("NOTIFY_API_CLIENT_RATE", 5000, minimum=1),
+    "API_CLIENT_BURST_SECONDS": env_float("NOTIFY_API_CLIENT_BURST_SECONDS", 2.0, minimum=0.001),
     # Policy (DESIGN.md §2): per-user limits for non-urgent traffic, per category.
     "RATE_LIMITS": env_rate_limits("NOTIFY_RATE_LIMITS", "marketing=3/h,10/d;transactional=30/h,200/d"),
     # Security SMS (OTP) per phone number: at most OTP_LIMIT per OTP_WINDOW seconds (SMS pumping).
@@ -437,6 +442,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "backend.notifications.api.schema_hooks.common_answers",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "NotificationStateEnum": "backend.notifications.models.notification.State.choices",
         "CampaignStateEnum": "campaigns.serializers.CAMPAIGN_STATES",

@@ -155,6 +155,9 @@ class CampaignCreateSerializer(StrictSerializer):
         kind = Kind.objects.filter(name=value).first()
         if kind is None:
             raise serializers.ValidationError(f"Unknown kind {value!r}.")
+        client = self.context.get("client")
+        if client is not None and (refusal := client.kind_refusal(kind)):
+            raise serializers.ValidationError(refusal[0].upper() + refusal[1:] + ".")
         return kind
 
     def validate_segment(self, value: int) -> Segment:

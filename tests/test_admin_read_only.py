@@ -257,6 +257,25 @@ def test_an_api_client_added_in_the_admin_keeps_its_form_and_one_that_sent_anyth
     assert list(ApiClient.objects.filter(pk__in=[used.pk, audit.pk])) == [used]
 
 
+def test_the_admin_limits_a_clients_kinds_and_rate_and_the_next_send_obeys(client, api, send, orders_service):
+    logged_in(client, "admin")
+    orders = orders_service[0]
+    shipped = Kind.objects.get(name="shipped")
+    form = {"name": "orders", "is_active": "on", "allowed_kinds": [shipped.pk], "rate_limit": "20"}
+    changed = client.post(f"/admin/notifications/apiclient/{orders.pk}/change/", form)
+    assert changed.status_code == 302
+    orders.refresh_from_db()
+    assert (orders.every_kind, orders.rate_limit, list(orders.allowed_kinds.all())) == (False, 20, [shipped])
+    listing = client.get("/admin/notifications/apiclient/").content.decode()
+    assert '<td class="field-kinds">shipped</td><td class="field-rate">20</td>' in listing
+    refused = send({"user_id": "u-en-1", "kind": "otp", "params": {"code": "123456"}}, key="login-1")
+    assert refused.json()["fields"]["kind"][0].startswith("this API client may not send otp")
+    assert (
+        client.post(f"/admin/notifications/apiclient/{orders.pk}/change/", {**form, "rate_limit": "0"}).status_code
+        == 200
+    )
+
+
 def test_the_admin_refuses_a_lookalike_or_case_twin_of_an_api_clients_name(client):
     logged_in(client, "admin")
     ApiClient.issue("orders")

@@ -145,7 +145,7 @@ def test_the_schema_lists_the_campaign_endpoints_without_an_approve_path(client)
     paths = client.get("/api/v1/openapi.json").json()["paths"]
     assert set(paths["/api/v1/campaigns"]) == {"get", "post"}
     assert set(paths["/api/v1/campaigns/{id}"]) == {"get"}
-    assert set(paths["/api/v1/campaigns"]["post"]["responses"]) == {"200", "201", "400", "401", "422"}
+    assert set(paths["/api/v1/campaigns"]["post"]["responses"]) == {"200", "201", "400", "401", "413", "415", "422"}
     assert not [path for path in paths if "approve" in path]
 
 

@@ -41,6 +41,31 @@ def test_create_api_key_refuses_an_existing_name_unless_rotating(client):
     assert client.get("/api/v1/users/x", HTTP_AUTHORIZATION=f"Bearer {new}").status_code == 404
 
 
+def test_create_api_key_limits_a_new_client_to_its_kinds_and_rate(db):
+    call_command("demo_data", stdout=io.StringIO())
+    run("create_api_key", "shop", "--kinds", "shipped, promo", "--rate", "50")
+    shop = ApiClient.objects.get(name="shop")
+    assert (shop.every_kind, shop.rate_limit) == (False, 50)
+    assert sorted(shop.allowed_kinds.values_list("name", flat=True)) == ["promo", "shipped"]
+    assert shop.kind_refusal(Kind.objects.get(name="otp")).startswith("this API client may not send otp")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kinds", "shipped,nope"], "--kinds: no kind is named nope."),
+        (["--kinds", ","], "--kinds: no kind is named ','."),
+        (["--rate", "0"], "--rate 0: give notifications a second, 1 or more."),
+        (["--rotate", "--rate", "5"], "--kinds and --rate are for a new client; change an existing one in the admin."),
+    ],
+)
+def test_create_api_key_refuses_limits_it_cannot_apply_and_makes_no_client(db, args, message):
+    call_command("demo_data", stdout=io.StringIO())
+    with pytest.raises(CommandError, match=re.escape(message)):
+        run("create_api_key", "shop", *args)
+    assert not ApiClient.objects.filter(name="shop").exists()
+
+
 # Names that read as "orders" to a person but were different strings to the database.
 LOOKALIKES = [
     ("orders\u200b", "a zero-width space after it"),

@@ -47,7 +47,7 @@ def test_openapi_schema_is_served_as_json_without_a_key(client, db):
         "in": "header",
         "required": True,
     }
-    assert set(post["responses"]) == {"200", "202", "400", "401", "422", "503"}
+    assert set(post["responses"]) == {"200", "202", "400", "401", "413", "415", "422", "429", "503"}
 
 
 def test_api_docs_page_uses_vendored_assets(client, db):
@@ -143,6 +143,23 @@ def test_the_idempotency_key_is_bounded_as_the_server_bounds_it(client, db):
     pattern = re.compile(schema["pattern"])
     assert pattern.match("order-5012-shipped")
     assert not pattern.match(" padded") and not pattern.match("tab\there") and not pattern.match("")
+
+
+def test_every_operation_lists_the_answers_the_layers_before_its_view_give(client, db):
+    """401 everywhere (a key or an inbox token), 413 and 415 wherever a body is read, 429 on the sends."""
+    schema = client.get("/api/v1/openapi.json").json()
+    operations = [(path, method, op) for path, ops in schema["paths"].items() for method, op in ops.items()]
+    assert len(operations) == 25
+    for path, method, operation in operations:
+        codes = set(operation["responses"])
+        assert "401" in codes, (path, method)
+        assert ({"413", "415"} <= codes) == ("requestBody" in operation), (path, method)
+    paths = schema["paths"]
+    assert "429" in paths["/api/v1/notifications"]["post"]["responses"]
+    assert "429" in paths["/api/v1/notifications/batch"]["post"]["responses"]
+    names = set(schema["components"]["schemas"])
+    assert {"SendRequest", "BatchRequest", "BatchItemRequest"} <= names
+    assert not {name for name in names if name.endswith("RequestRequest")}
 
 
 def test_closed_sets_are_enumerated_from_what_the_server_accepts(client, db):

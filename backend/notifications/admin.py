@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from backend.notifications import actions, aggregates, masking
+from backend.notifications.api import caller_rate
 from backend.notifications.models import (
     ApiClient,
     Attempt,
@@ -399,11 +400,29 @@ class ApiClientAdmin(UniqueRaceAnswered, DeletableWhileUnused, ListedFiltersOnly
     with no notification (a mistake) may be deleted.
     """
 
-    list_display = ["name", "key_hint", "is_active", "created_at", "last_used_at"]
+    list_display = ["name", "key_hint", "is_active", "kinds", "rate", "created_at", "last_used_at"]
     list_filter = ["is_active"]
     search_fields = ["name"]
-    fields = ["name", "is_active", "reads_all_notifications", "key_hint", "created_at", "last_used_at"]
+    fields = [
+        "name", "is_active", "reads_all_notifications", "every_kind", "allowed_kinds", "rate_limit",
+        "key_hint", "created_at", "last_used_at",
+    ]  # fmt: skip
     readonly_fields = ["key_hint", "created_at", "last_used_at"]
+    filter_horizontal = ["allowed_kinds"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("allowed_kinds")
+
+    @admin.display(description="may send")
+    def kinds(self, obj: ApiClient) -> str:
+        if obj.every_kind:
+            return "every kind"
+        return ", ".join(sorted(kind.name for kind in obj.allowed_kinds.all())) or "nothing"
+
+    @admin.display(description="notifications a second")
+    def rate(self, obj: ApiClient) -> str:
+        rate, _ = caller_rate.rate_of(obj)
+        return f"{rate:,.0f}" if obj.rate_limit else f"{rate:,.0f} (default)"
 
     def save_model(self, request, obj, form, change):
         key = None if change else obj.set_new_key()

@@ -97,10 +97,17 @@ def _original(request: SendRequest, scope: str) -> Notification | None:
     return original
 
 
-def known(request: SendRequest, kind: Kind | None, recipient: Recipient | None) -> tuple[Kind, Recipient]:
-    """``(kind, recipient)`` as looked up for ``request``; ``AcceptError`` naming the one that does not exist."""
+def known(
+    request: SendRequest, kind: Kind | None, recipient: Recipient | None, client: ApiClient | None
+) -> tuple[Kind, Recipient]:
+    """``(kind, recipient)`` as looked up for ``request``; ``AcceptError`` naming the one that does not exist.
+
+    A kind ``client`` may not send (``ApiClient.kind_refusal``) is refused as if it did not exist for it.
+    """
     if kind is None:
         raise AcceptError("kind", f"unknown kind {request.kind!r}")
+    if client is not None and (refusal := client.kind_refusal(kind)):
+        raise AcceptError("kind", refusal)
     if recipient is None:
         raise AcceptError(
             "user_id", f"unknown user {request.user_id!r}: create it first with PUT /api/v1/users/{{user_id}}"
@@ -109,7 +116,7 @@ def known(request: SendRequest, kind: Kind | None, recipient: Recipient | None) 
 
 
 def _lookup(
-    request: SendRequest, now: datetime
+    request: SendRequest, now: datetime, client: ApiClient | None
 ) -> tuple[Kind, Recipient, policy.Facts | None, Callable[[Kind, str, str], TemplateVersion | None]]:
     """The request's kind and recipient (``AcceptError`` when unknown), the policy's facts and the version choice.
 
@@ -118,10 +125,10 @@ def _lookup(
     """
     if connection.vendor == "postgresql":
         kind, recipient, facts, version_for = accept_reads.load(request.kind, request.user_id, now)
-        return (*known(request, kind, recipient), facts, version_for)
+        return (*known(request, kind, recipient, client), facts, version_for)
     kind = Kind.objects.filter(name=request.kind).first()
     recipient = kind and Recipient.objects.filter(user_id=request.user_id).first()
-    return (*known(request, kind, recipient), None, rendering.select_version)
+    return (*known(request, kind, recipient, client), None, rendering.select_version)
 
 
 def _check_send_at(kind: Kind, send_at: datetime | None, now: datetime) -> None:
@@ -286,7 +293,7 @@ def accept(request: SendRequest, client: ApiClient | None) -> Accepted:
         if original is not None:
             return Accepted(original, duplicate=True)
     now = timezone.now()
-    kind, recipient, facts, version_for = _lookup(request, now)
+    kind, recipient, facts, version_for = _lookup(request, now, client)
     checked = check(request, kind, recipient, facts, version_for, now)
     decision = policy.decide(kind, recipient, checked.route, checked.priority, request.send_at, now, facts)
     prepared = build(request, client, kind, recipient, checked, decision, now)

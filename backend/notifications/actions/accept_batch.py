@@ -78,20 +78,22 @@ def accept_batch(requests: Sequence[SendRequest], client: ApiClient | None) -> l
     outcomes: list[Outcome | None] = [None] * len(requests)
     pending = _accept_round(requests, list(range(len(requests))), client, outcomes)
     while pending:
-        pending = _refuse_leading(requests, pending, outcomes)
+        pending = _refuse_leading(requests, pending, client, outcomes)
         if pending:
             pending = _accept_round(requests, pending, client, outcomes)
     return outcomes  # type: ignore[return-value]  # every slot is filled once pending is empty
 
 
-def _refuse_leading(requests: Sequence[SendRequest], indexes: list[int], outcomes: list) -> list[int]:
+def _refuse_leading(
+    requests: Sequence[SendRequest], indexes: list[int], client: ApiClient | None, outcomes: list
+) -> list[int]:
     """Refuse, in one pass, each key's leading requests among ``indexes`` that ``accept``'s checks refuse.
 
     A refused request does not take its key, so one alone would be refused the same way; the first
     of a key that passes the checks, and every request after it, are left for the next round (those
     after it are its duplicates, or conflicts, whatever their own checks say). Returns those left.
     """
-    results, _ = _check_all([requests[i] for i in indexes])
+    results, _ = _check_all([requests[i] for i in indexes], client)
     passed: set[str] = set()
     left = []
     for i, result in zip(indexes, results, strict=True):
@@ -229,7 +231,7 @@ def _settled(
 _Passed = tuple[Kind, Recipient, policy.Facts, Checked]
 
 
-def _check_all(requests: list[SendRequest]) -> tuple[list[_Passed | AcceptError], datetime]:
+def _check_all(requests: list[SendRequest], client: ApiClient | None) -> tuple[list[_Passed | AcceptError], datetime]:
     """``accept``'s checks of each request, with every lookup loaded set-based beforehand; and the instant used.
 
     Each request gets its kind, recipient, policy facts and ``Checked``, or the ``AcceptError`` refusing it.
@@ -244,7 +246,7 @@ def _check_all(requests: list[SendRequest]) -> tuple[list[_Passed | AcceptError]
     found: list[tuple[Kind, Recipient] | AcceptError] = []
     for request in requests:
         try:
-            found.append(known(request, kinds.get(request.kind), recipients.get(request.user_id)))
+            found.append(known(request, kinds.get(request.kind), recipients.get(request.user_id), client))
         except AcceptError as exc:
             found.append(exc)
     facts = policy.facts_for([pair for pair in found if isinstance(pair, tuple)], now)
@@ -268,7 +270,7 @@ def _prepare_all(requests: list[SendRequest], client: ApiClient | None) -> tuple
 
     The policy decides them together (``policy.decide_many``: one Redis pipeline for the rate limits).
     """
-    results, now = _check_all(requests)
+    results, now = _check_all(requests, client)
     out: list[Prepared | Exception | None] = [r if isinstance(r, AcceptError) else None for r in results]
     cases: list[tuple[int, policy.Case, Checked]] = []
     for i, result in enumerate(results):

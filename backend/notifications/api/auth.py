@@ -2,7 +2,7 @@
 
 import time
 
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -36,6 +36,7 @@ def _active_client(key_hash: str) -> ApiClient | None:
 
 
 @receiver([post_save, post_delete], sender=ApiClient)
+@receiver(m2m_changed, sender=ApiClient.allowed_kinds.through)
 def _forget_keys(**kwargs) -> None:
     _known.clear()
 

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from backend.notifications import actions, policy
 from backend.notifications.actions.accept_batch import Outcome
-from backend.notifications.api import plain_send
+from backend.notifications.api import caller_rate, plain_send
 from backend.notifications.api.answers import answered
 from backend.notifications.api.errors import flatten, invalid_body
 from backend.notifications.api.parsers import BatchJSONParser, json_object, text_problem_at, text_refusal
@@ -141,6 +141,10 @@ class NotificationBatchView(APIView):
             400: OpenApiResponse(description="Not JSON, not {items: [...]}, or more than 1,000 items."),
             401: _ERROR,
             413: _ERROR,
+            429: OpenApiResponse(
+                description="JSON error `rate_limited`: the batch's items are over the client's own rate (with "
+                "Retry-After), or more than its bucket holds at once (without: split the batch). Nothing was stored."
+            ),
             503: OpenApiResponse(description="JSON error `unavailable` with Retry-After: the database is down."),
         },
         examples=[OpenApiExample("Two sends, the second to an unknown user", value=_EXAMPLE, request_only=True)],
@@ -153,8 +157,10 @@ class NotificationBatchView(APIView):
         the single send's for that status. One refused item never fails the others; retry only the
         items answered 503 (or the whole batch: items already stored answer 200 with their original).
         """
+        items = batch_items(request)
+        caller_rate.take(request.auth, len(items))
         with _collector_paused():
-            answered = _answered_items(batch_items(request), request.auth)
+            answered = _answered_items(items, request.auth)
         counts = {202: 0, 200: 0}
         for status_code, _ in answered:
             counts[status_code] = counts.get(status_code, 0) + 1

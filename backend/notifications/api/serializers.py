@@ -9,7 +9,7 @@ import phonenumbers
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from backend.notifications import locales, masking
@@ -137,6 +137,8 @@ class StrictSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+# Named as the schema's readers know them: "SendRequest", not drf-spectacular's "SendRequestRequest".
+@extend_schema_serializer(component_name="Send")
 class SendRequestSerializer(StrictSerializer):
     user_id = UserIdField()
     kind = serializers.SlugField(max_length=64)
@@ -354,6 +356,7 @@ class RecipientSerializer(StrictSerializer):
         return time_zone_name(value)
 
 
+@extend_schema_serializer(component_name="BatchItem")
 class BatchItemSerializer(SendRequestSerializer):
     """One send of a batch: the body of ``POST /api/v1/notifications`` plus its own idempotency key."""
 
@@ -363,6 +366,7 @@ class BatchItemSerializer(SendRequestSerializer):
     )
 
 
+@extend_schema_serializer(component_name="Batch")
 class BatchRequestSerializer(serializers.Serializer):
     """``POST /api/v1/notifications/batch``: 1 to 1,000 sends (schema only; the view reads items one by one)."""
 

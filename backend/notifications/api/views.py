@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from backend.notifications import actions
-from backend.notifications.api import plain_send
+from backend.notifications.api import caller_rate, plain_send
 from backend.notifications.api.answers import answered
 from backend.notifications.api.errors import validation_response
 from backend.notifications.api.parsers import json_object
@@ -115,6 +115,10 @@ class NotificationCreateView(APIView):
             400: _ERROR,
             401: _ERROR,
             422: _ERROR,
+            429: OpenApiResponse(
+                description="JSON error `rate_limited` with Retry-After: the client is over its own rate "
+                "(ApiClient.rate_limit or NOTIFY_API_CLIENT_RATE notifications a second). Nothing was stored."
+            ),
             503: OpenApiResponse(
                 description="JSON error `unavailable` with Retry-After: the database is down, or an OTP's "
                 "per-phone limit cannot be checked (Redis down). Retry with the same Idempotency-Key."
@@ -123,6 +127,7 @@ class NotificationCreateView(APIView):
     )
     def post(self, request: Request) -> Response:
         """Accept a notification for delivery (202), or return the original for a repeated key (200)."""
+        caller_rate.take(request.auth)
         key = idempotency_key(request)
         body = json_object(request)
         fields = plain_send.plainly_valid(body)

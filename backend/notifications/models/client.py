@@ -1,7 +1,7 @@
 import hashlib
 import secrets
 
-from django.core.validators import RegexValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 KEY_PREFIX = "ntf_"
@@ -46,6 +46,24 @@ class ApiClient(models.Model):
         help_text="May list every client's notifications (GET /api/v1/notifications), not only its own: for a "
         "support or audit service.",
     )
+    every_kind = models.BooleanField(
+        default=True,
+        help_text="May send every kind, present and future. Untick it to allow only the kinds chosen below.",
+    )
+    allowed_kinds = models.ManyToManyField(
+        "notifications.Kind",
+        blank=True,
+        related_name="+",
+        help_text="The kinds it may send when it may not send every kind: single, batch and campaign sends alike. "
+        "A shop's service sending password resets, say, is refused.",
+    )
+    rate_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Notifications a second it may submit, single and batch sends together (a token bucket shared "
+        "by every web process). Empty: NOTIFY_API_CLIENT_RATE.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
 
@@ -72,6 +90,21 @@ class ApiClient(models.Model):
         key = client.set_new_key()
         client.save()
         return client, key
+
+    def kind_refusal(self, kind) -> str | None:
+        """Why this client may not send ``kind`` (a ``Kind``), or None when it may.
+
+        A client that may not send every kind reads its ``allowed_kinds`` once per instance: the API's
+        key cache (``api.auth``) keeps an instance a few seconds, so a send pays no query for it.
+        """
+        if self.every_kind:
+            return None
+        allowed = self.__dict__.get("_allowed_kind_ids")
+        if allowed is None:
+            allowed = self._allowed_kind_ids = frozenset(self.allowed_kinds.values_list("pk", flat=True))
+        if kind.pk in allowed:
+            return None
+        return f"this API client may not send {kind.name}: ask an administrator to add it to the client's kinds"
 
     def set_new_key(self) -> str:
         """Give this client (unsaved) a new key's hash and hint; return the key: ``ntf_`` and 256 random bits."""
