@@ -47,7 +47,7 @@ def test_openapi_schema_is_served_as_json_without_a_key(client, db):
         "in": "header",
         "required": True,
     }
-    assert set(post["responses"]) == {"200", "202", "400", "401", "413", "415", "422", "429", "503"}
+    assert set(post["responses"]) == {"200", "202", "400", "401", "409", "413", "415", "422", "429", "503"}
 
 
 def test_api_docs_page_uses_vendored_assets(client, db):
@@ -149,7 +149,7 @@ def test_every_operation_lists_the_answers_the_layers_before_its_view_give(clien
     """401 everywhere (a key or an inbox token), 413 and 415 wherever a body is read, 429 on the sends."""
     schema = client.get("/api/v1/openapi.json").json()
     operations = [(path, method, op) for path, ops in schema["paths"].items() for method, op in ops.items()]
-    assert len(operations) == 25
+    assert len(operations) == 26
     for path, method, operation in operations:
         codes = set(operation["responses"])
         assert "401" in codes, (path, method)

@@ -142,7 +142,7 @@ def test_a_slice_that_fails_on_a_deadlock_is_left_for_the_next_run_and_the_other
         state=State.SENT, updated_at=now - timedelta(days=95)
     )
     monkeypatch.setattr(retention, "PAGES", 4)
-    real, calls = retention._delete, []
+    real, calls = retention.delete_notifications, []
 
     def deadlocked_once(ids):
         calls.append(len(ids))
@@ -150,7 +150,7 @@ def test_a_slice_that_fails_on_a_deadlock_is_left_for_the_next_run_and_the_other
             raise lock_conflict()
         return real(ids)
 
-    monkeypatch.setattr(retention, "_delete", deadlocked_once)
+    monkeypatch.setattr(retention, "delete_notifications", deadlocked_once)
     done = retention.purge(now=now, days=DAYS, pause=0)
 
     assert done.skipped_slices == 1 and done.deleted == 400 - calls[0]
@@ -172,7 +172,7 @@ def test_an_error_other_than_a_lock_conflict_stops_the_run(accepted, now, monkey
         exc.__cause__ = psycopg.errors.QueryCanceled("canceling statement due to statement timeout")
         raise exc
 
-    monkeypatch.setattr(retention, "_delete", timed_out)
+    monkeypatch.setattr(retention, "delete_notifications", timed_out)
     with pytest.raises(OperationalError, match="statement timeout"):
         retention.purge(now=now, days=DAYS, pause=0)
 
@@ -367,7 +367,7 @@ def test_the_command_says_when_a_slice_was_skipped(accepted, now, monkeypatch):
     def deadlocked(ids):
         raise lock_conflict()
 
-    monkeypatch.setattr(retention, "_delete", deadlocked)
+    monkeypatch.setattr(retention, "delete_notifications", deadlocked)
     out, err = io.StringIO(), io.StringIO()
     call_command("purge_notifications", stdout=out, stderr=err)
 

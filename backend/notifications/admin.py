@@ -17,6 +17,7 @@ from backend.notifications.models import (
     BreakerEvent,
     DeadLetter,
     Device,
+    Erasure,
     Kind,
     Notification,
     Preference,
@@ -443,6 +444,24 @@ class VelocityAlarmAdmin(ListedFiltersOnly, ReadOnly, admin.ModelAdmin):
     list_display = ["at", "country", "count", "threshold"]
     list_filter = ["country"]
     readonly_fields = [f.name for f in VelocityAlarm._meta.fields]
+
+
+@admin.register(Erasure)
+class ErasureAdmin(ReadOnly, admin.ModelAdmin):
+    """Users erased on request (``DELETE /api/v1/users/{id}``): when, by whom and what went, never who.
+
+    Search by a user id: it is compared by its digest (``Erasure.digest_of``), which is all the table keeps.
+    """
+
+    list_display = ["at", "requested_by", "notifications", "devices", "preferences", "inbox_messages",
+                    "segment_memberships"]  # fmt: skip
+    readonly_fields = [f.name for f in Erasure._meta.fields]
+    search_fields = ["=user_id_digest"]
+    search_help_text = "A user id: was it erased?"
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        return (queryset.filter(user_id_digest=Erasure.digest_of(term)), False) if term else (queryset, False)
 
 
 @admin.register(StaffContact)

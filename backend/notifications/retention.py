@@ -96,7 +96,7 @@ def purge(
                 ids = _ids(bounds, report.cutoff, report.frozen_campaigns if dry_run else [], lock=not dry_run)
                 if ids and not dry_run:
                     ids = _without_held_dead_letters(ids)
-                    _delete(ids)
+                    delete_notifications(ids)
         except OperationalError as exc:
             if not _lock_conflict(exc):
                 raise
@@ -184,7 +184,7 @@ def _without_held_dead_letters(ids: list) -> list:
 def relations() -> list[tuple[str, str, str]]:
     """What refers to a notification, as (table, column, "delete" or "set null"), from the models' ``on_delete``.
 
-    Raises ``ImproperlyConfigured`` for a relation ``_delete`` cannot follow in one statement: another
+    Raises ``ImproperlyConfigured`` for a relation ``delete_notifications`` cannot follow in one statement: another
     ``on_delete`` (PROTECT would have to refuse), or a deleted table that others refer to in turn.
     """
     found = []
@@ -205,7 +205,7 @@ def _referring(model: type[models.Model]) -> list:
     return [field for field in model._meta.get_fields(include_hidden=True) if field.auto_created and not field.concrete]
 
 
-def _delete(ids: list) -> None:
+def delete_notifications(ids: list) -> None:
     """Delete notifications ``ids`` and what refers to them: one statement a table, no model objects.
 
     Django's ``delete()`` loads every row as a model object first: 2.5 times the time (README "Retention").

@@ -18,8 +18,11 @@ class ContactReveal(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     username = models.CharField(max_length=150, help_text="Kept as written, should the account be renamed.")
-    recipient = models.ForeignKey("notifications.Recipient", on_delete=models.PROTECT, related_name="+")
-    recipient_user_id = models.CharField(max_length=128)
+    recipient = models.ForeignKey(
+        "notifications.Recipient", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="None once the user's record was erased (backend/notifications/erasure.py); the audit stays.",
+    )  # fmt: skip
+    recipient_user_id = models.CharField(max_length=128, help_text="Kept as written, should the record be erased.")
     field = models.CharField(max_length=5, choices=Field.choices)
     notification = models.ForeignKey(
         "notifications.Notification", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",

@@ -140,6 +140,7 @@ class NotificationBatchView(APIView):
             200: BatchResponseSerializer,
             400: OpenApiResponse(description="Not JSON, not {items: [...]}, or more than 1,000 items."),
             401: _ERROR,
+            409: OpenApiResponse(description="JSON error `conflict`: a user was erased meanwhile; nothing stored."),
             413: _ERROR,
             429: OpenApiResponse(
                 description="JSON error `rate_limited`: the batch's items are over the client's own rate (with "

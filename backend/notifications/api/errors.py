@@ -13,7 +13,7 @@ import sys
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import InterfaceError, OperationalError
+from django.db import IntegrityError, InterfaceError, OperationalError
 from django.http import Http404, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
@@ -84,8 +84,25 @@ def unavailable_response(message: str, retry_after: int) -> Response:
     return Response({"error": "unavailable", "message": message}, status=503, headers={"Retry-After": str(retry_after)})
 
 
+# A row an accepted send refers to went between its read and its insert: a user erased at that moment
+# (erasure.py). The insert failed whole, so nothing was stored and the caller may simply send again.
+ERASED_MEANWHILE = (
+    "A user this request names was erased while it was being accepted: nothing was stored. Send it again; "
+    "an erased user is an unknown user (422)."
+)
+
+
+def _erased_meanwhile(exc: IntegrityError) -> bool:
+    """True for a foreign-key violation (SQLSTATE 23503) by a new notification or its history, not a bug's."""
+    cause = exc.__cause__
+    table = getattr(getattr(cause, "diag", None), "table_name", "") or ""
+    return getattr(cause, "sqlstate", None) == "23503" and table.startswith("notifications_")
+
+
 def exception_handler(exc, context):
     """DRF's handler, reshaped into the API's error body."""
+    if isinstance(exc, IntegrityError) and _erased_meanwhile(exc):
+        return Response({"error": "conflict", "message": ERASED_MEANWHILE}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, LimitUnavailable):
         return unavailable_response(exc.message, exc.retry_after)
     if isinstance(exc, DATABASE_UNAVAILABLE):

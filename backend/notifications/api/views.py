@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from backend.notifications import actions
+from backend.notifications import actions, erasure
 from backend.notifications.api import caller_rate, plain_send
 from backend.notifications.api.answers import answered
 from backend.notifications.api.errors import validation_response
@@ -114,6 +114,7 @@ class NotificationCreateView(APIView):
             200: OpenApiResponse(AcceptedSerializer, description="Duplicate: the original notification."),
             400: _ERROR,
             401: _ERROR,
+            409: OpenApiResponse(description="JSON error `conflict`: the user was erased meanwhile; nothing stored."),
             422: _ERROR,
             429: OpenApiResponse(
                 description="JSON error `rate_limited` with Retry-After: the client is over its own rate "
@@ -180,4 +181,41 @@ class RecipientView(APIView):
         recipient, created = actions.upsert_recipient(user_id, serializer.validated_data)
         return Response(
             RecipientSerializer(recipient).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
+
+    @extend_schema(
+        operation_id="erase_user",
+        responses={
+            200: OpenApiResponse(
+                description="Erased: `{user_id, erased: {notifications, devices, preferences, inbox_messages, "
+                "segment_memberships}, at}`, what went."
+            ),
+            401: _ERROR,
+            404: _ERROR,
+            409: OpenApiResponse(
+                description="JSON error `conflict` with Retry-After: a notification to the user is being handed to "
+                "a provider right now; nothing was erased."
+            ),
+        },
+    )
+    def delete(self, request: Request, user_id: str) -> Response:
+        """Erase a user on request (GDPR Art. 17): contact data, devices, preferences, inbox and every notification.
+
+        Queued and scheduled notifications are never sent. What is kept: a record that names nobody (the
+        admin's "Erasures") and the support explorer's audit of contacts staff revealed. See README "Erasure".
+        """
+        try:
+            erased = erasure.erase(user_id, by=actions.by_api_client(request.auth))
+        except erasure.ErasureRefused as exc:
+            return Response({"error": "conflict", "message": str(exc)}, status=409, headers={"Retry-After": "2"})
+        if erased is None:
+            raise NotFound(f"No user with id {user_id!r}.")
+        record = erased.record
+        counts = ("notifications", "devices", "preferences", "inbox_messages", "segment_memberships")
+        return Response(
+            {
+                "user_id": user_id,
+                "erased": {name: getattr(record, name) for name in counts},
+                "at": record.at.isoformat().replace("+00:00", "Z"),
+            }
         )

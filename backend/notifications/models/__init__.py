@@ -2,6 +2,7 @@
 
 from backend.notifications.models.breaker import BreakerEvent
 from backend.notifications.models.client import ApiClient
+from backend.notifications.models.erasure import Erasure
 from backend.notifications.models.kind import Category, Channel, Kind, OverLimit, Priority
 from backend.notifications.models.metric_counter import MetricCounter
 from backend.notifications.models.notification import (
@@ -29,6 +30,7 @@ __all__ = [
     "Channel",
     "DeadLetter",
     "Device",
+    "Erasure",
     "Kind",
     "MetricCounter",
     "Notification",
