@@ -60,12 +60,17 @@ def test_support_finds_reads_reveals_and_downloads(live_server, page, screenshot
     expect(page.locator("table.attempts")).to_contain_text("87 ms")
     expect(page.locator("blockquote.preview")).to_have_attribute("dir", "rtl")
 
+    page.click("button:has-text('Reveal phone')")  # no reason yet: the browser keeps the form, nothing is shown
+    expect(page.locator(".revealed")).to_have_count(0)
+    assert ContactReveal.objects.count() == 0
+    page.fill("input[name=reason][aria-label='Why you need the phone (recorded)']", "Ticket 4711: no SMS arrived")
+    screenshot("support-notification-reveal-reason")
     page.click("button:has-text('Reveal phone')")
     expect(page.locator(".revealed[data-field=phone]")).to_have_text("+966501234567")
     expect(page.locator("button:has-text('Reveal phone')")).to_have_count(0)
     reveal = ContactReveal.objects.get()
-    assert (reveal.username, reveal.recipient_user_id, reveal.field, reveal.notification_id) == (
-        "support", "u-ar-1", "phone", scene.sent.pk,
+    assert (reveal.username, reveal.recipient_user_id, reveal.field, reveal.notification_id, reveal.reason) == (
+        "support", "u-ar-1", "phone", scene.sent.pk, "Ticket 4711: no SMS arrived",
     )  # fmt: skip
     screenshot("support-notification-delivered-revealed")
 

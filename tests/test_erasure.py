@@ -58,7 +58,7 @@ def layla(api, send) -> dict:
     InboxMessage.objects.create(recipient=recipient, notification=sent, title="Your order", body="…")
     list_segment(["u-ar-1", "u-en-1"])
     UnsubscribeToken.objects.create(token="t-layla", recipient=recipient, kind="promo", channel="email")
-    reveal(User.objects.get(username="support"), recipient, "phone", sent)
+    reveal(User.objects.get(username="support"), recipient, "phone", sent, reason="ticket 1")
     return {"recipient": recipient, "ids": [str(sent.pk), queued["id"], scheduled["id"]], "queued": queued["id"]}
 
 

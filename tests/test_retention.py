@@ -114,7 +114,7 @@ def test_its_history_goes_with_it_and_its_inbox_message_stays(accepted, send, no
 
 def test_a_contact_revealed_on_its_page_keeps_its_audit_row_and_the_purge_goes_on(accepted, now):
     support = User.objects.get(username="support")
-    reveal(support, accepted.recipient, "email", accepted)
+    reveal(support, accepted.recipient, "email", accepted, reason="ticket 1")
     aged(accepted, State.SENT, now, 120)
 
     assert retention.purge(now=now, days=DAYS, pause=0).deleted == 1
@@ -283,7 +283,10 @@ def test_a_contact_revealed_on_the_page_of_a_row_just_deleted_is_audited_against
     Notification.objects.filter(pk=row.pk).update(state=State.SENT, updated_at=now - timedelta(days=95))
     assert retention.purge(now=now, days=DAYS, pause=0).deleted == 1  # while the agent's page was open
 
-    assert reveal(User.objects.get(username="support"), row.recipient, "email", row) == row.recipient.email
+    assert (
+        reveal(User.objects.get(username="support"), row.recipient, "email", row, reason="ticket 1")
+        == row.recipient.email
+    )
 
     assert list(ContactReveal.objects.values_list("notification_id", "recipient_user_id")) == [(None, "u-en-1")]
 

@@ -346,15 +346,41 @@ def _permissions(*codenames):
 
 def test_revealing_a_phone_writes_the_audit_row_first(as_agent, agent, scene):
     response = as_agent.post(
-        "/support/users/u-ar-1/reveal/phone", {"notification": str(scene.sent.pk)}, HTTP_HX_REQUEST="true"
+        "/support/users/u-ar-1/reveal/phone",
+        {"notification": str(scene.sent.pk), "reason": "  Ticket 4711:\n caller asks why no SMS "},
+        HTTP_HX_REQUEST="true",
     )
 
     assert response.status_code == 200
     assert response.content.decode().strip() == '<span class="revealed" data-field="phone">+966501234567</span>'
     row = ContactReveal.objects.get()
-    assert (row.user, row.username, row.recipient_user_id, row.field, row.notification_id) == (
-        agent, "support", "u-ar-1", "phone", scene.sent.pk,
+    assert (row.user, row.username, row.recipient_user_id, row.field, row.notification_id, row.reason) == (
+        agent, "support", "u-ar-1", "phone", scene.sent.pk, "Ticket 4711: caller asks why no SMS",
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        (None, "Say why you need it (a ticket number, the caller's question) before it is shown."),
+        (" \t ", "Say why you need it (a ticket number, the caller's question) before it is shown."),
+        ("x" * 201, "Keep the reason to 200 characters; this one has 201."),
+    ],
+)
+def test_a_reveal_without_a_reason_shows_nothing_and_records_nothing(as_agent, scene, reason, message):
+    data = {} if reason is None else {"reason": reason}
+    response = as_agent.post("/support/users/u-ar-1/reveal/phone", data, HTTP_HX_REQUEST="true")
+    assert (response.status_code, response.content.decode()) == (422, message)
+    assert "+966501234567" not in response.content.decode()
+    assert ContactReveal.objects.count() == 0
+
+
+def test_the_reveal_form_asks_for_the_reason(as_agent, scene):
+    html = as_agent.get("/support/users/u-ar-1/").content.decode()
+    assert (
+        '<input type="text" name="reason" class="reveal-reason" required maxlength="200" pattern=".*\\S.*" '
+        'placeholder="Why? Ticket or caller\'s question" aria-label="Why you need the phone (recorded)" dir="auto">'
+    ) in html
 
 
 def test_without_the_reveal_permission_nothing_is_revealed_or_recorded(client, scene):
@@ -429,7 +455,7 @@ def test_a_user_id_with_a_slash_and_a_question_mark_links_to_its_page(as_agent, 
 
     page = as_agent.get("/support/users/shop/42%20%3Fx%23y/")
     assert page.status_code == 200 and page.context["rows"][0]["n"].pk == odd.pk
-    assert as_agent.post("/support/users/shop/42%20%3Fx%23y/reveal/email").status_code == 302
+    assert as_agent.post("/support/users/shop/42%20%3Fx%23y/reveal/email", {"reason": "t-1"}).status_code == 302
 
 
 def test_the_search_page_costs_the_same_queries_however_many_rows(as_agent, scene):
@@ -445,11 +471,12 @@ def test_the_search_page_costs_the_same_queries_however_many_rows(as_agent, scen
 
 
 def test_the_reveal_audit_is_read_only_in_the_admin(client, as_agent, scene):
-    as_agent.post("/support/users/u-ar-1/reveal/email")
+    as_agent.post("/support/users/u-ar-1/reveal/email", {"reason": "ticket 9"})
     client.force_login(User.objects.get(username="admin"))
 
     listed = client.get("/admin/support/contactreveal/")
     assert listed.status_code == 200 and "u-ar-1" in listed.content.decode()
+    assert '<td class="field-reason">ticket 9</td>' in listed.content.decode()
     row = ContactReveal.objects.get()
     assert client.post(f"/admin/support/contactreveal/{row.pk}/delete/", {"post": "yes"}).status_code == 403
     assert ContactReveal.objects.count() == 1

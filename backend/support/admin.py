@@ -10,7 +10,7 @@ from backend.support.models import ContactReveal
 class ContactRevealAdmin(ReadOnly, admin.ModelAdmin):
     """Who revealed which user's phone or email, when, and on which notification's page."""
 
-    list_display = ("at", "username", "recipient_user_id", "field", "notification_id")
+    list_display = ("at", "username", "recipient_user_id", "field", "reason", "notification_id")
     list_filter = ("field",)
-    search_fields = ("=username", "=recipient_user_id")
+    search_fields = ("=username", "=recipient_user_id", "reason")
     date_hierarchy = "at"

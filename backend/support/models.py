@@ -24,6 +24,10 @@ class ContactReveal(models.Model):
     )  # fmt: skip
     recipient_user_id = models.CharField(max_length=128, help_text="Kept as written, should the record be erased.")
     field = models.CharField(max_length=5, choices=Field.choices)
+    reason = models.CharField(
+        max_length=200, blank=True,
+        help_text="Why the agent needed it, in their words (a ticket, a question); empty before 2026-12.",
+    )  # fmt: skip
     notification = models.ForeignKey(
         "notifications.Notification", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         db_index=False, help_text="The notification page it was revealed on, if any.",

@@ -29,7 +29,7 @@ from backend.notifications.models import (
     State,
 )
 from backend.support import export, pdf, search, trail
-from backend.support.reveal import REVEAL, reveal
+from backend.support.reveal import REVEAL, ReasonMissing, reveal
 from campaigns.report import first_strong_direction
 from frontend.editor.views import staff_only
 
@@ -202,7 +202,10 @@ def reveal_contact(request: HttpRequest, user_id: str, field: str) -> HttpRespon
     notification = None
     if request.POST.get("notification"):
         notification = Notification.objects.filter(pk=_uuid(request.POST["notification"]), recipient=recipient).first()
-    value = reveal(request.user, recipient, field, notification)
+    try:
+        value = reveal(request.user, recipient, field, notification, reason=request.POST.get("reason", ""))
+    except ReasonMissing as exc:
+        return _private(HttpResponse(str(exc), status=422, content_type="text/plain; charset=utf-8"))
     context = {"field": field, "value": value}
     if request.htmx:
         return _private(render(request, "frontend/support/_revealed.html", context))
