@@ -1,9 +1,11 @@
 """The approvers' workflow: what waits (with its count), a draft beside the version in use, request changes / reject."""
 
 import re
+from datetime import UTC, datetime
 from unittest.mock import Mock
 
 import pytest
+import time_machine
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
@@ -174,6 +176,26 @@ def test_the_writer_sees_the_diff_without_review_buttons(client, editor):
 
 
 # --- request changes / reject ----------------------------------------------------------------------------------------
+
+
+def test_the_review_of_a_new_draft_shows_what_was_asked_of_the_earlier_ones(as_approver, editor):
+    with time_machine.travel(datetime(2026, 12, 2, 9, 0, tzinfo=UTC), tick=False):
+        v2 = a_draft(editor, "Packed: {{ order }}")
+        review(as_approver, v2, comment="Say the order <number>.")
+    with time_machine.travel(datetime(2026, 12, 2, 10, 30, tzinfo=UTC), tick=False):
+        v3 = a_draft(editor, "Order {{ order }} packd.")
+        review(as_approver, v3, decision="reject", comment="Typo: packd.")
+    v4 = a_draft(editor, "Order {{ order }} is packed.")
+    page = as_approver.get(f"/templates/{v4.pk}/review/").content.decode()
+    earlier = re.search(r'<section class="rv-earlier" id="rv-earlier">(.*?)</section>', page, re.S).group(1)
+    items = [" ".join(item.split()) for item in re.findall(r"<li>(.*?)</li>", earlier, re.S)]
+    assert items == [
+        f'<strong>v{v3.version}</strong>: rejected by approver on 2026-12-02 10:30 — <q dir="auto">Typo: packd.</q>',
+        f"<strong>v{v2.version}</strong>: changes requested by approver on 2026-12-02 09:00 — "
+        '<q dir="auto">Say the order &lt;number&gt;.</q>',
+    ]
+    live = as_approver.get(f"/templates/{TemplateVersion.objects.get(pk=v2.pk).pk}/review/").content.decode()
+    assert 'id="rv-earlier"' not in live  # nothing was asked before v2 since the version in use
 
 
 def test_an_approver_requests_changes_with_a_comment_the_writer_sees(as_approver, approver, editor, client):

@@ -105,6 +105,22 @@ def approval_changes(version: TemplateVersion) -> dict:
     return changes
 
 
+def earlier_reviews(version: TemplateVersion, live: TemplateVersion | None) -> list[TemplateEvent]:
+    """What reviewers asked of the earlier drafts of ``version``'s template since the version in use, newest first.
+
+    A reviewer of v3 sees that v2 was sent back "the price must say SAR" and can check that v3 does
+    it, without opening v2. Only changes requested and rejections, each with its comment.
+    """
+    since = live.version if live is not None and live.version < version.version else 0
+    return list(
+        TemplateEvent.objects.filter(
+            version__kind=version.kind_id, version__language=version.language, version__channel=version.channel,
+            version__version__gt=since, version__version__lt=version.version,
+            action__in=[TemplateEvent.Action.CHANGES, TemplateEvent.Action.REJECT],
+        ).select_related("version")
+    )  # fmt: skip
+
+
 def _review_context(request: HttpRequest, version: TemplateVersion, **extra) -> dict:
     live = live_version(version)
     user = request.user
@@ -119,6 +135,7 @@ def _review_context(request: HttpRequest, version: TemplateVersion, **extra) -> 
         "approve_problem": approve_problem,
         "can_review": review_problem(version, user) is None,
         "events": list(version.events.select_related("version")),
+        "earlier_reviews": earlier_reviews(version, live),
         "max_comment": MAX_COMMENT_CHARS,
         "comment": "",
         **extra,
