@@ -128,7 +128,7 @@ def test_a_marketer_saves_a_draft_then_submits_it(client, marketer, segment):
         ({"schedule_mode": "at", "send_at": "2020-01-01T09:00"}, 422,
          "The send time (send_at) 2020-01-01 09:00:00 UTC is in the past"),
         ({"schedule_mode": "at", "send_at": "tomorrow"}, 400, "is not a date and time"),
-        ({"zone": "Mars/Olympus"}, 400, "Unknown time zone"),
+        ({"zone": "Mars/Olympus", "end_at": "2030-01-01T09:00"}, 400, "Unknown time zone"),
         ({"param_order": "1234567890123"}, 400, "order is at most 12 characters."),
         ({"name": "Order \u202eupdate"}, 400, "A name cannot hold direction controls"),
         ({"name": "Order\x07update"}, 400, "A name is up to 187 printable characters."),
@@ -146,6 +146,19 @@ def test_bad_input_is_explained_and_nothing_is_saved(client, marketer, segment, 
     assert response.status_code == status
     assert message in response.content.decode()
     assert (Campaign.objects.count(), Segment.objects.count()) == (0, segments)
+
+
+def test_a_time_zone_nothing_is_read_in_is_not_checked(client, marketer, segment):
+    """A local-time campaign without an end reads no instant: the zone box (left as typed) is not its business."""
+    changes = {"schedule_mode": "local_time", "local_time": "09:00", "zone": "Mars/Olympus"}
+    response = logged_in(client, marketer).post(NEW, form(segment, **changes))
+    assert response.status_code == 302
+    campaign = Campaign.objects.get()
+    assert (campaign.schedule_mode, campaign.local_time.isoformat(), campaign.end_at) == (
+        "local_time",
+        "09:00:00",
+        None,
+    )
 
 
 def test_the_live_preflight_answers_figures_and_previews_for_htmx(client, marketer, segment):

@@ -285,9 +285,16 @@ def _zone(composed: Composed) -> ZoneInfo | None:
         return None
 
 
-def _instant(composed: Composed, name: str, zone: ZoneInfo | None) -> datetime | None:
+def _instant(composed: Composed, name: str) -> datetime | None:
+    """The instant typed in field ``name``, read in the form's time zone; None when empty or unreadable (an error).
+
+    The zone is read only when an instant needs it: a local-time campaign without an end ignores it.
+    """
     raw = composed.values.get(name, "")
-    if not raw or zone is None:
+    if not raw:
+        return None
+    zone = _zone(composed)
+    if zone is None:
         return None
     try:
         return datetime.strptime(raw, INSTANT_FORMAT).replace(tzinfo=zone)
@@ -301,10 +308,9 @@ def _read_schedule(composed: Composed) -> None:
     if mode not in ScheduleMode.values:
         composed.errors["schedule_mode"] = "Pick when it goes out: now, at an instant, or at a local time."
         return
-    zone = _zone(composed)
-    fields = {"schedule_mode": mode, "send_at": None, "local_time": None, "end_at": _instant(composed, "end_at", zone)}
+    fields = {"schedule_mode": mode, "send_at": None, "local_time": None, "end_at": _instant(composed, "end_at")}
     if mode == ScheduleMode.AT:
-        fields["send_at"] = _instant(composed, "send_at", zone)
+        fields["send_at"] = _instant(composed, "send_at")
         if fields["send_at"] is None and "send_at" not in composed.errors:
             composed.errors["send_at"] = "Give the instant it goes out."
     if mode == ScheduleMode.LOCAL_TIME:
@@ -338,7 +344,7 @@ def _read_pacing(composed: Composed) -> None:
         # 1e308 hours is finite, its seconds are not (round(inf) was a 500): past the longest window
         # either way, so pacing.pacing_problem words the refusal.
         fields["spread_seconds"] = round(min(max(hours * 3600, -1), pacing.MAX_SPREAD_SECONDS + 1))
-    fields["spread_until"] = _instant(composed, "spread_until", _zone(composed))
+    fields["spread_until"] = _instant(composed, "spread_until")
     rate = _number(composed, "rate", "Give the rate as a number of messages, e.g. 50.")
     unit = composed.values.get("rate_unit") or "second"
     if unit not in RATE_UNITS:
