@@ -759,11 +759,33 @@ def _refuse_archived(original: Campaign, what: str) -> None:
         )
 
 
+def correction_templates(original: Campaign, version: TemplateVersion) -> dict[str, int]:
+    """The templates a correction of ``original`` sends, language → version id: ``version``, and its kind's others.
+
+    A kind of its own (a ``promo_correction``) holds correction texts in every language: its newest
+    approved version on the channel goes to the recipients of each other language. A correction of
+    the campaign's own kind (a newer promo) is a correction in ``version``'s language alone: the
+    kind's other versions may be the very message being corrected, so recipients of other languages
+    get it only as the kind's default-language fallback, else none (``no-template``, counted in the
+    draft's pre-flight), never the original again.
+    """
+    chosen = {version.language: version.pk}
+    if version.kind_id == original.kind_id:
+        return chosen
+    newest = TemplateVersion.objects.filter(
+        kind=version.kind_id, channel=version.channel, status=TemplateVersion.Status.APPROVED
+    ).order_by("language", "-version")
+    for language, pk in newest.values_list("language", "pk"):
+        chosen.setdefault(language, pk)
+    return chosen
+
+
 def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
     """A new draft to exactly the recipients who were sent ``campaign``, with its correction template; returns it.
 
     For a done or cancelled campaign that sent anything and named a correction version: that
-    version (its kind, channel and language), the original's params and pacing pre-filled, sent "now"
+    version's kind and channel, its templates per language (``correction_templates``), the original's
+    params and pacing pre-filled, sent "now"
     once approved. A correction of a correction names no correction of its own (its reason
     says so). Audited ``correct`` on the original, naming the draft. Needs
     ``campaigns.add_campaign``; raises ``CampaignRefused`` (not finished, sent nothing, or
@@ -791,7 +813,7 @@ def draft_correction(campaign: Campaign, user: AbstractBaseUser) -> Campaign:
             raise CampaignRefused(f"{original} sent nothing: there is nobody to correct.", "state")
         draft = _derived_draft(
             original, user, Origin.CORRECTION, name=_derived_name(original, " (correction)"), segment=segment,
-            kind=version.kind, channel=version.channel, template_versions={version.language: version.pk},
+            kind=version.kind, channel=version.channel, template_versions=correction_templates(original, version),
             params=original.params, correction_version=None,
             correction_none_reason=f"This corrects campaign {original.pk}; a correction names no correction.",
             **_copied_pacing(original),

@@ -9,7 +9,7 @@ import pytest
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 
-from backend.notifications.models import Kind, Notification, Receipt, Recipient, State
+from backend.notifications.models import Category, Kind, Notification, Receipt, Recipient, State, TemplateVersion
 from backend.notifications.receipts.apply import ProviderReceipt, apply
 from campaigns import actions, fanout, ledger
 from campaigns.models import Campaign, CampaignAudit, Origin, ScheduleMode
@@ -210,6 +210,33 @@ def test_a_correction_goes_to_exactly_those_who_were_sent_the_original(finished,
     assert draft.correction_version is None and f"corrects campaign {finished.pk}" in draft.correction_none_reason
     audit = CampaignAudit.objects.get(campaign=finished, action="correct")
     assert audit.detail == {"draft": draft.pk, "recipients": 1}
+
+
+def test_a_correction_of_a_kind_of_its_own_sends_its_text_in_every_language_it_has(demo_data, marketer, approver):
+    """A promo_fix kind holds correction texts in Arabic, Persian and English: each recipient gets their own."""
+    fix = Kind.objects.create(
+        name="promo_fix", category=Category.MARKETING, channels=["email"], opt_out_allowed=True, default_language="en"
+    )
+    versions = {
+        language: TemplateVersion.objects.create(
+            kind=fix, language=language, channel="email", subject="Correction", text_body=f"fix-{language}",
+            status=TemplateVersion.Status.APPROVED,
+        ).pk
+        for language in ("ar", "fa", "en")
+    }  # fmt: skip
+    Campaign.objects.filter(pk=cancelled_mid_run(marketer, approver).pk).update(correction_version=versions["ar"])
+    finished = Campaign.objects.get(origin__isnull=True, kind__name="promo")
+    draft = actions.draft_correction(finished, marketer)
+    assert (draft.kind, draft.template_versions) == (fix, versions)
+
+
+def test_a_correction_of_the_campaigns_own_kind_sends_that_version_alone(finished, marketer, client):
+    """The kind's other versions may be the very message being corrected: never filled in, not even by the composer."""
+    draft = actions.draft_correction(finished, marketer)
+    assert draft.template_versions == {"en": finished.correction_version_id}
+    client.force_login(marketer)
+    page = client.get(f"/campaigns/{draft.pk}/edit").content.decode()
+    assert re.findall(r'<select name="template_(\w+)">', page) == ["en"]
 
 
 def test_a_correction_is_refused_when_the_campaign_said_none_or_is_not_over(sms_audience, marketer, approver):

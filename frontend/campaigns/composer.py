@@ -38,7 +38,7 @@ from backend.notifications.locales import text_direction
 from backend.notifications.models import Category, Channel, Kind, TemplateVersion
 from campaigns import actions, pacing, validation
 from campaigns.audience import AudienceUnavailable
-from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment, SegmentMember
+from campaigns.models import Campaign, CampaignApproval, CampaignAudit, Origin, ScheduleMode, Segment, SegmentMember
 from campaigns.preflight import preflight
 from campaigns.waves import iso_z
 from frontend.editor.views import _answer, staff_only
@@ -232,6 +232,10 @@ def _read_templates(composed: Composed, data, campaign: Campaign | None) -> None
     if composed.kind is None or "channel" not in composed.fields:
         return
     by_language = _approved_by_language(composed.kind, composed.fields["channel"])
+    if campaign is not None and campaign.origin_purpose == Origin.CORRECTION:
+        # A correction sends its correction texts only: a language it has none in must not be filled with the
+        # kind's ordinary template, which may be the very message being corrected (actions.draft_correction).
+        by_language = {language: v for language, v in by_language.items() if language in campaign.template_versions}
     stored = campaign.template_versions if data is None and campaign else {}
     for language, versions in by_language.items():
         raw = str(stored.get(language, "")) if data is None else composed.values.get(f"template_{language}", "")
