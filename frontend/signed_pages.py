@@ -87,7 +87,8 @@ def _as_person(request: HttpRequest, token: str, resolve: Callable[[str], str], 
     except links.LinkError as exc:
         return link_error(request, token, exc.expired)
     recipient = Recipient.objects.filter(user_id=user_id).first()
-    if recipient is None:  # a genuine link of someone since deleted
+    if recipient is None or links.issued_before(token, recipient.created_at):
+        # A genuine link of someone since erased, or of an earlier record of a user id made again since.
         return link_error(request, token, expired=False, status=404)
     with translation.override(recipient.language), timezone.override(recipient.time_zone):
         return view(request, recipient, token, *args, **kwargs)

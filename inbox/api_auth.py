@@ -6,6 +6,8 @@ from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
 
+from backend.notifications import links
+from backend.notifications.models import Recipient
 from inbox import tokens
 
 
@@ -27,12 +29,17 @@ class InboxTokenAuthentication(BaseAuthentication):
             # AuthenticationFailed, not NotAuthenticated: the API's error handler words the
             # latter for API keys, and a browser holding an inbox token has no API key.
             raise exceptions.AuthenticationFailed("Missing 'Authorization: Bearer <inbox token>' header.")
+        token = header[1].decode(errors="replace")
         try:
-            user_id = tokens.verify(header[1].decode(errors="replace"))
+            user_id = tokens.verify(token)
         except tokens.ExpiredToken:
             raise exceptions.AuthenticationFailed("The inbox token has expired; get a new one.") from None
         except tokens.InvalidToken:
             raise exceptions.AuthenticationFailed("The inbox token is not valid.") from None
+        created = Recipient.objects.filter(user_id=user_id).values_list("created_at", flat=True).first()
+        if created is not None and links.issued_before(token, created):
+            # Made for an earlier record of this user id, erased since (erasure.py): never the new one's inbox.
+            raise exceptions.AuthenticationFailed("The inbox token is not valid.")
         return (None, InboxUser(user_id))
 
     def authenticate_header(self, request) -> str:

@@ -26,7 +26,9 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from backend.notifications import links
 from backend.notifications.api.parsers import nesting_depth
+from backend.notifications.models import Recipient
 from inbox import actions, events, queries, tokens
 from inbox.poller import poller
 
@@ -87,11 +89,15 @@ def _non_negative_int(value) -> int | None:
 
 
 @database_sync_to_async
-def _open(user_id: str) -> tuple[int, int, int, list] | None:
-    """(recipient pk, unread count, newest id, newest page) in one trip to the database thread; None: no user."""
-    recipient = queries.recipient_pk(user_id)
-    if recipient is None:
+def _open(user_id: str, token: str) -> tuple[int, int, int, list] | None:
+    """(recipient pk, unread count, newest id, newest page) in one trip to the database thread; None: no user.
+
+    None too for a token made for an earlier record of this user id, erased since (``links.issued_before``).
+    """
+    found = Recipient.objects.filter(user_id=user_id).values_list("pk", "created_at").first()
+    if found is None or links.issued_before(token, found[1]):
         return None
+    recipient = found[0]
     return recipient, queries.unread_count(recipient), queries.last_id(recipient), queries.latest(recipient).payload()
 
 
@@ -132,7 +138,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
         # either in the snapshot (and dropped by the cursor) or delivered.
         group = events.group_name(self.user_id)
         await self.channel_layer.group_add(group, self.channel_name)
-        opened = await _open(self.user_id)
+        opened = await _open(self.user_id, _query_token(self.scope))
         if opened is None:
             await self.channel_layer.group_discard(group, self.channel_name)
             return await self._refuse(CLOSE_INVALID_TOKEN, "token-invalid", "The token's user no longer exists.")

@@ -17,6 +17,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone, translation
 from django.views.decorators.http import require_GET, require_POST
 
+from backend.notifications import links
 from backend.notifications.models import Recipient
 from frontend.signed_pages import link_error
 from inbox import actions, queries, tokens
@@ -30,7 +31,7 @@ def _person(link: str) -> Recipient:
     except tokens.InvalidToken:
         raise Http404("Not an inbox link.") from None
     recipient = Recipient.objects.filter(user_id=user_id).first()
-    if recipient is None:
+    if recipient is None or links.issued_before(link, recipient.created_at):  # erased, maybe made again since
         raise Http404("No such user.")
     return recipient
 

@@ -7,6 +7,8 @@ import pytest
 import time_machine
 from rest_framework.test import APIClient
 
+from backend.notifications.models import Recipient
+
 pytestmark = pytest.mark.usefixtures("demo_data")
 
 NOW = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
@@ -14,6 +16,8 @@ URL = "/api/v1/users/u-ar-1/preference-link"
 
 
 def test_it_returns_a_signed_link_and_when_it_expires(api, client):
+    # The record existed before the link was made (a link older than its record names an erased one).
+    Recipient.objects.filter(user_id="u-ar-1").update(created_at=NOW - timedelta(days=30))
     with time_machine.travel(NOW, tick=False):
         response = api.post(URL)
     assert response.status_code == 201

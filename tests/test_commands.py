@@ -45,7 +45,9 @@ def test_create_api_key_limits_a_new_client_to_its_kinds_and_rate(db):
     call_command("demo_data", stdout=io.StringIO())
     run("create_api_key", "shop", "--kinds", "shipped, promo", "--rate", "50")
     shop = ApiClient.objects.get(name="shop")
-    assert (shop.every_kind, shop.rate_limit) == (False, 50)
+    assert (shop.every_kind, shop.rate_limit, shop.may_erase) == (False, 50, False)
+    run("create_api_key", "privacy", "--may-erase")
+    assert ApiClient.objects.get(name="privacy").may_erase is True
     assert sorted(shop.allowed_kinds.values_list("name", flat=True)) == ["promo", "shipped"]
     assert shop.kind_refusal(Kind.objects.get(name="otp")).startswith("this API client may not send otp")
 
@@ -55,8 +57,12 @@ def test_create_api_key_limits_a_new_client_to_its_kinds_and_rate(db):
     [
         (["--kinds", "shipped,nope"], "--kinds: no kind is named nope."),
         (["--kinds", ","], "--kinds: no kind is named ','."),
-        (["--rate", "0"], "--rate 0: give notifications a second, 1 or more."),
-        (["--rotate", "--rate", "5"], "--kinds and --rate are for a new client; change an existing one in the admin."),
+        (["--rate", "0"], "--rate 0: give notifications a second, from 1 to 1,000,000."),
+        (["--rate", "99999999999999999999"], "--rate 99999999999999999999: give notifications a second, from 1 to"),
+        (
+            ["--rotate", "--rate", "5"],
+            "--kinds, --rate and --may-erase are for a new client; change an existing one in the admin.",
+        ),
     ],
 )
 def test_create_api_key_refuses_limits_it_cannot_apply_and_makes_no_client(db, args, message):

@@ -1,13 +1,19 @@
 """DELETE /api/v1/users/{user_id}: a user's record erased on request (backend/notifications/erasure.py)."""
 
 import importlib
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+import time_machine
 from django.contrib.auth.models import User
+from django.db import connection, connections
+from django.urls import reverse
 from django.utils import timezone
+from rest_framework.test import APIClient
 
-from backend.notifications import erasure
+from backend.notifications import erasure, links, retention
 from backend.notifications.api.errors import ERASED_MEANWHILE
 from backend.notifications.delivery import dispatch
 from backend.notifications.models import (
@@ -26,12 +32,22 @@ from backend.notifications.models import (
 from backend.support.models import ContactReveal
 from backend.support.reveal import reveal
 from campaigns.models import SegmentMember
+from inbox import tokens as inbox_tokens
 from inbox.models import InboxMessage
 from tests.campaigns_setup import list_segment
+from tests.processes import run_embedded
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
 URL = "/api/v1/users/{}"
+
+
+@pytest.fixture(autouse=True)
+def may_erase(orders_service) -> None:
+    """The orders service handles the company's erasure requests here."""
+    client = orders_service[0]
+    client.may_erase = True
+    client.save()
 
 
 @pytest.fixture
@@ -170,3 +186,107 @@ def test_a_send_that_read_the_user_before_the_erasure_committed_is_a_409_and_sto
     monkeypatch.undo()
     again = send({"user_id": "u-en-1", "kind": "shipped", "params": {"order": "1"}}, key="order-1-shipped")
     assert again.status_code == 422
+
+
+def test_a_client_not_made_may_erase_is_refused_and_nothing_goes(api, layla, orders_service):
+    client = orders_service[0]
+    client.may_erase = False
+    client.save()  # as the admin saves it: every key cached in this process is forgotten
+    response = api.delete(URL.format("u-ar-1"))
+    assert response.status_code == 403
+    assert response.json()["message"].startswith("This API client may not erase users")
+    assert Notification.objects.filter(pk__in=layla["ids"]).count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_claiming_during_the_erasure_waits_and_then_claims_nothing(api, layla, monkeypatch):
+    """The erasure locks the rows before it checks them: a claim cannot slip in between and send after a 200."""
+    outcome: dict[str, int] = {}
+    locked = threading.Event()
+    delete = retention.delete_notifications
+
+    def delete_slowly(ids):
+        locked.set()  # every row of the person is locked now: give the claim time to reach its wait
+        time.sleep(0.5)
+        delete(ids)
+
+    def erase():
+        outcome["status"] = api.delete(URL.format("u-ar-1")).status_code
+        connections.close_all()
+
+    def claim():
+        locked.wait(5)
+        with connection.cursor() as cursor:  # the worker's claim: a conditional UPDATE of a queued row
+            cursor.execute(
+                "UPDATE notifications_notification SET state = 'sending' WHERE id = %s AND state = 'queued'",
+                [layla["queued"]],
+            )
+            outcome["claimed"] = cursor.rowcount
+        connections.close_all()
+
+    monkeypatch.setattr(retention, "delete_notifications", delete_slowly)
+    threads = [threading.Thread(target=erase), threading.Thread(target=claim)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert (outcome["status"], outcome["claimed"]) == (200, 0)
+    assert not Notification.objects.filter(pk__in=layla["ids"]).exists()
+
+
+EMBEDDED = """
+import json
+from django.test.utils import setup_test_environment
+from rest_framework.test import APIClient
+from django.core.management import call_command
+from backend.notifications.models import ApiClient, Attempt, Notification, Recipient
+setup_test_environment()
+call_command("demo_data", stdout=open("/dev/null", "w"))
+client, key = ApiClient.issue("privacy")
+client.may_erase = True
+client.save()
+api = APIClient()
+api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+for n in range(3):
+    body = {"user_id": "u-fa-1", "kind": "shipped", "params": {"order": str(n)}}
+    api.post("/api/v1/notifications", body, format="json", HTTP_IDEMPOTENCY_KEY=f"o-{n}")
+erased = api.delete("/api/v1/users/u-fa-1")
+print("RESULT" + json.dumps([erased.status_code, erased.json()["erased"]["notifications"],
+                             Notification.objects.filter(recipient__user_id="u-fa-1").count(),
+                             Recipient.objects.filter(user_id="u-fa-1").exists(), Notification.objects.count()]))
+"""
+
+
+def test_the_embedded_default_sqlite_erases_a_user_with_notifications(tmp_path):
+    """SQLite stores a UUID as 32 hex digits and binds no UUID object: the set-based delete must pass that form."""
+    assert run_embedded(tmp_path, EMBEDDED) == [200, 3, 0, False, 0]
+
+
+def test_support_searching_an_erased_user_id_is_told_it_was_erased(api, layla, client):
+    api.delete(URL.format("u-ar-1"))
+    client.force_login(User.objects.get(username="support"))
+    page = client.get("/support/", {"q": "u-ar-1"}).content.decode()
+    assert "A user with this id was erased on " in page and "at the request of API client orders" in page
+    assert 'id="search-erased"' not in client.get("/support/", {"q": "u-en-1"}).content.decode()
+
+
+def test_links_and_tokens_made_for_the_erased_record_do_not_open_a_new_one_of_the_same_id(api, client):
+    """A link signed at T names u-ar-1; the u-ar-1 created at T + 5 s is someone else's record."""
+    signed = timezone.now().replace(microsecond=0) + timedelta(days=1)
+    with time_machine.travel(signed, tick=False):
+        old_preferences = reverse("frontend:preferences", args=[links.preference_token("u-ar-1")])
+        old_inbox_page = f"/inbox/{inbox_tokens.page_link('u-ar-1')}/"
+        old_token = inbox_tokens.issue("u-ar-1").value
+        assert client.get(old_preferences).status_code == 200
+    with time_machine.travel(signed + timedelta(seconds=5), tick=False):
+        assert api.delete(URL.format("u-ar-1")).status_code == 200
+        api.put(URL.format("u-ar-1"), {"email": "new@example.com", "language": "ar"}, format="json")
+        assert client.get(old_preferences).status_code == 404
+        assert client.get(old_inbox_page).status_code == 404
+        reader = APIClient()
+        reader.credentials(HTTP_AUTHORIZATION=f"Bearer {old_token}")
+        assert reader.get("/api/v1/users/u-ar-1/inbox").status_code == 401
+        new_preferences = reverse("frontend:preferences", args=[links.preference_token("u-ar-1")])
+        assert client.get(new_preferences).status_code == 200
+        reader.credentials(HTTP_AUTHORIZATION=f"Bearer {inbox_tokens.issue('u-ar-1').value}")
+        assert reader.get("/api/v1/users/u-ar-1/inbox").status_code == 200

@@ -302,6 +302,11 @@ class RecipientAdmin(ContactsMasked, UniqueRaceAnswered, ListedFiltersOnly, admi
     def masked_phone(self, recipient: Recipient) -> str:
         return masking.mask_phone(recipient.phone)
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        """Never here: erasing a person is ``DELETE /api/v1/users/{id}`` (``erasure.py``), which takes their
+        notifications with them and records that it happened; a delete here did neither."""
+        return False
+
 
 class StateChangeInline(ReadOnly, admin.TabularInline):
     model = StateChange
@@ -406,7 +411,7 @@ class ApiClientAdmin(UniqueRaceAnswered, DeletableWhileUnused, ListedFiltersOnly
     search_fields = ["name"]
     fields = [
         "name", "is_active", "reads_all_notifications", "every_kind", "allowed_kinds", "rate_limit",
-        "key_hint", "created_at", "last_used_at",
+        "may_erase", "key_hint", "created_at", "last_used_at",
     ]  # fmt: skip
     readonly_fields = ["key_hint", "created_at", "last_used_at"]
     filter_horizontal = ["allowed_kinds"]

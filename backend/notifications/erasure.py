@@ -9,7 +9,9 @@ never sent: its row is gone, and its task, when it comes, finds nothing to deliv
 audit, whose rows keep the user id an agent looked at: the record of what staff saw.
 
 A notification being handed to a provider at that moment (``sending``) cannot be unsent: the
-erasure is refused (``ErasureRefused``, a 409) until its call has answered, within seconds.
+erasure is refused (``ErasureRefused``, a 409) until its call has answered, within seconds. Only a
+client the administrator made ``may_erase`` may ask (``api/views.py``): an erasure takes every
+client's notifications to the person with it.
 The same user id may be created again afterwards (``PUT``): a new record, with none of the old one.
 A campaign's counts lose the erased person's row until it is archived; an archived one keeps its
 frozen figures, which count people, never name them.
@@ -17,10 +19,10 @@ frozen figures, which count people, never name them.
 
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from backend.notifications import retention
-from backend.notifications.models import Device, Erasure, Notification, Preference, Recipient, State
+from backend.notifications.models import DeadLetter, Device, Erasure, Notification, Preference, Recipient, State
 from campaigns.models import SegmentMember
 from inbox.models import InboxMessage
 
@@ -40,30 +42,47 @@ def erase(user_id: str, *, by: str) -> Erased | None:
     """Erase the record of ``user_id`` and everything held about them; None when there is no such user.
 
     ``by`` says who asked (``actions.by_api_client``). Raises ``ErasureRefused`` while a notification
-    to them is ``sending``. The recipient row is locked first, so a send accepted meanwhile either
-    committed before (and is erased with the rest) or waits and then finds no such user.
+    to them is ``sending``, or when a send to them committed during the erasure (try again: it is
+    erased with the rest). Rows are locked in the order every other writer takes them (dead letters,
+    then notifications, then the recipient; a replay, a receipt and a reveal wait, then find them
+    gone), so a worker's claim either committed before the check (409) or waits and then claims nothing.
     """
-    with transaction.atomic():
-        recipient = Recipient.objects.select_for_update().filter(user_id=user_id).first()
-        if recipient is None:
-            return None
-        notifications = Notification.objects.filter(recipient=recipient)
-        if notifications.filter(state=State.SENDING).exists():
-            raise ErasureRefused(
-                "A notification to this user is being handed to a provider right now; try again in a few seconds."
-            )
-        ids = list(notifications.values_list("pk", flat=True))
-        record = Erasure(
-            user_id_digest=Erasure.digest_of(user_id),
-            requested_by=by[:150],
-            notifications=len(ids),
-            devices=Device.objects.filter(recipient=recipient).count(),
-            preferences=Preference.objects.filter(recipient=recipient).count(),
-            inbox_messages=InboxMessage.objects.filter(recipient=recipient).count(),
-            segment_memberships=SegmentMember.objects.filter(recipient=recipient).count(),
+    try:
+        with transaction.atomic():
+            return _erase(user_id, by)
+    except IntegrityError:
+        # A send read the user before the erasure and inserted its row meanwhile (the foreign key, at commit).
+        raise ErasureRefused(
+            "A notification to this user was accepted while the record was being erased; nothing was erased. "
+            "Try again: it is erased with the rest."
+        ) from None
+
+
+def _erase(user_id: str, by: str) -> Erased | None:
+    recipient_pk = Recipient.objects.filter(user_id=user_id).values_list("pk", flat=True).first()
+    if recipient_pk is None:
+        return None
+    notifications = Notification.objects.filter(recipient_id=recipient_pk)
+    list(DeadLetter.objects.select_for_update().filter(notification_id__in=notifications.values("pk")).values("pk"))
+    states = dict(notifications.select_for_update().values_list("pk", "state"))
+    if State.SENDING in states.values():
+        raise ErasureRefused(
+            "A notification to this user is being handed to a provider right now; try again in a few seconds."
         )
-        if ids:
-            retention.delete_notifications(ids)
-        recipient.delete()
-        record.save()
+    recipient = Recipient.objects.select_for_update().filter(pk=recipient_pk).first()
+    if recipient is None:
+        return None
+    record = Erasure(
+        user_id_digest=Erasure.digest_of(user_id),
+        requested_by=by[:150],
+        notifications=len(states),
+        devices=Device.objects.filter(recipient=recipient).count(),
+        preferences=Preference.objects.filter(recipient=recipient).count(),
+        inbox_messages=InboxMessage.objects.filter(recipient=recipient).count(),
+        segment_memberships=SegmentMember.objects.filter(recipient=recipient).count(),
+    )
+    if states:
+        retention.delete_notifications(list(states))
+    recipient.delete()
+    record.save()
     return Erased(record)

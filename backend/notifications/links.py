@@ -16,6 +16,7 @@ no new ones are made.
 
 import secrets
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.core import signing
@@ -57,6 +58,24 @@ def _load(token: str, salt: str, max_age: int) -> dict:
         raise LinkError("This link has expired.", expired=True) from None
     except signing.BadSignature:
         raise LinkError("This link is not valid: it may have been copied incompletely.", expired=False) from None
+
+
+def issued_before(token: str, created_at: datetime) -> bool:
+    """True when the signed ``token`` was made in a second before ``created_at``: it names an earlier record.
+
+    A user id may be erased and created again (``erasure.py``): a link or token signed for the old
+    record names the same id, and must not open the new one. Django's signed values carry the
+    second they were made (``TimestampSigner``, base 62); a token verified already is read here, and
+    an opaque one (an unsubscribe token) is never "before". Made in the second the record was, it passes.
+    """
+    parts = token.rsplit(":", 2)
+    if len(parts) != 3:
+        return False
+    try:
+        issued = signing.b62_decode(parts[1])
+    except ValueError:
+        return False
+    return issued < int(created_at.timestamp())
 
 
 def preference_token(user_id: str) -> str:

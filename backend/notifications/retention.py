@@ -211,6 +211,8 @@ def delete_notifications(ids: list) -> None:
     Django's ``delete()`` loads every row as a model object first: 2.5 times the time (README "Retention").
     """
     table = Notification._meta.db_table
+    # As the database stores them: a UUID for PostgreSQL, 32 hex digits for SQLite (which binds no UUID object).
+    ids = [Notification._meta.pk.get_db_prep_value(pk, connection) for pk in ids]
     if connection.vendor == "postgresql":
         chunks, match = [ids], "= ANY(%s)"
     else:

@@ -21,6 +21,7 @@ from backend.notifications import actions
 from backend.notifications.masking import mask_email, mask_phone, mask_push_token
 from backend.notifications.models import (
     Channel,
+    Erasure,
     Kind,
     Notification,
     Preference,
@@ -81,6 +82,10 @@ def search_page(request: HttpRequest) -> HttpResponse:
             context["error"], status = str(exc), 400
         if context["page"] is not None:
             context["rows"] = [_row(n) for n in context["page"].rows]
+            if not context["rows"]:
+                context["erased"] = Erasure.objects.filter(
+                    user_id_digest=Erasure.digest_of(request.GET["q"].strip())
+                ).first()
             query = request.GET.copy()
             query["as"] = context["page"].lookup.kind
             query.pop("after", None)

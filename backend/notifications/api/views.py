@@ -4,7 +4,7 @@ import unicodedata
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.exceptions import NotFound, ParseError, PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -191,10 +191,11 @@ class RecipientView(APIView):
                 "segment_memberships}, at}`, what went."
             ),
             401: _ERROR,
+            403: OpenApiResponse(description="JSON error `forbidden`: the client may not erase users (may erase)."),
             404: _ERROR,
             409: OpenApiResponse(
                 description="JSON error `conflict` with Retry-After: a notification to the user is being handed to "
-                "a provider right now; nothing was erased."
+                "a provider right now, or one was accepted during the erasure; nothing was erased."
             ),
         },
     )
@@ -204,6 +205,11 @@ class RecipientView(APIView):
         Queued and scheduled notifications are never sent. What is kept: a record that names nobody (the
         admin's "Erasures") and the support explorer's audit of contacts staff revealed. See README "Erasure".
         """
+        if not request.auth.may_erase:
+            raise PermissionDenied(
+                "This API client may not erase users: an erasure takes every client's notifications to the person "
+                "with it. An administrator grants it (may erase) to the service that handles erasure requests."
+            )
         try:
             erased = erasure.erase(user_id, by=actions.by_api_client(request.auth))
         except erasure.ErasureRefused as exc:

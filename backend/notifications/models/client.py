@@ -1,10 +1,12 @@
 import hashlib
 import secrets
 
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 KEY_PREFIX = "ntf_"
+# The highest rate a client may be given, notifications a second: far above what one platform sends.
+MAX_RATE = 1_000_000
 
 # A service's name is read by people in the admin, logs and audit rows: letters that look alike (Cyrillic
 # "о" for "o"), zero-width or bidi control characters and case would let two clients read as one. Lowercase
@@ -60,9 +62,14 @@ class ApiClient(models.Model):
     rate_limit = models.PositiveIntegerField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(1)],
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_RATE)],
         help_text="Notifications a second it may submit, single and batch sends together (a token bucket shared "
         "by every web process). Empty: NOTIFY_API_CLIENT_RATE.",
+    )
+    may_erase = models.BooleanField(
+        default=False,
+        help_text="May erase a user's record (DELETE /api/v1/users/{id}): every client's notifications to them go "
+        "too. For the service that handles the company's erasure requests only.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from backend.notifications.models import ApiClient, Kind
-from backend.notifications.models.client import NAME_RULE
+from backend.notifications.models.client import MAX_RATE, NAME_RULE
 
 
 class Command(BaseCommand):
@@ -23,16 +23,23 @@ class Command(BaseCommand):
         parser.add_argument(
             "--rate", type=int, help="Notifications a second a new client may submit; left out: NOTIFY_API_CLIENT_RATE."
         )
+        parser.add_argument(
+            "--may-erase",
+            action="store_true",
+            help="A new client may erase users (DELETE /api/v1/users/{id}): for the erasure-request service only.",
+        )
 
-    def handle(self, name: str, rotate: bool, kinds: str | None, rate: int | None, **options):
+    def handle(self, name: str, rotate: bool, kinds: str | None, rate: int | None, may_erase: bool, **options):
         try:
             NAME_RULE(name)
         except ValidationError as exc:
             raise CommandError(f"{name!r}: {' '.join(exc.messages)}") from exc
-        if rotate and (kinds is not None or rate is not None):
-            raise CommandError("--kinds and --rate are for a new client; change an existing one in the admin.")
-        if rate is not None and rate < 1:
-            raise CommandError(f"--rate {rate}: give notifications a second, 1 or more.")
+        if rotate and (kinds is not None or rate is not None or may_erase):
+            raise CommandError(
+                "--kinds, --rate and --may-erase are for a new client; change an existing one in the admin."
+            )
+        if rate is not None and not 1 <= rate <= MAX_RATE:
+            raise CommandError(f"--rate {rate}: give notifications a second, from 1 to {MAX_RATE:,}.")
         allowed = self._kinds(kinds)
         existing = ApiClient.objects.filter(name=name).first()
         if existing and not rotate:
@@ -45,7 +52,7 @@ class Command(BaseCommand):
             with transaction.atomic():
                 client, key = (existing, existing.rotate_key()) if existing else ApiClient.issue(name)
                 if not existing:
-                    self._limit(client, allowed, rate)
+                    self._limit(client, allowed, rate, may_erase)
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from exc
         if not client.is_active:
@@ -67,9 +74,9 @@ class Command(BaseCommand):
         return [found[name] for name in wanted]
 
     @staticmethod
-    def _limit(client: ApiClient, kinds: list[Kind] | None, rate: int | None) -> None:
+    def _limit(client: ApiClient, kinds: list[Kind] | None, rate: int | None, may_erase: bool) -> None:
         if kinds is not None:
             client.every_kind = False
             client.allowed_kinds.set(kinds)
-        client.rate_limit = rate
-        client.save(update_fields=["every_kind", "rate_limit"])
+        client.rate_limit, client.may_erase = rate, may_erase
+        client.save(update_fields=["every_kind", "rate_limit", "may_erase"])

@@ -37,12 +37,15 @@ class Command(BaseCommand):
         path = Path(file)
         kept = path.read_text().strip() if path.exists() else ""
         if kept and ApiClient.objects.filter(name=name, key_hash=hash_api_key(kept), is_active=True).exists():
+            # The demo's client may try every endpoint, erasure included (README "Erasure").
+            ApiClient.objects.filter(name=name).update(may_erase=True)
             self.stdout.write(kept)
             return
         # The same client row gets the new key: the notifications it sent stay its own (GET answers them).
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         ApiClient.objects.update_or_create(
-            name=name, defaults={"key_hash": hash_api_key(key), "key_hint": key[:10], "is_active": True}
+            name=name,
+            defaults={"key_hash": hash_api_key(key), "key_hint": key[:10], "is_active": True, "may_erase": True},
         )
         _write_private(path, key)
         self.stdout.write(key)
