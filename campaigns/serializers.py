@@ -88,6 +88,9 @@ class CorrectionSerializer(StrictSerializer):
         version = TemplateVersion.objects.filter(pk=value).first()
         if version is None:
             raise serializers.ValidationError(f"No template version with id {value}.")
+        client = self.context.get("client")  # the root serializer's context: the calling API client
+        if client is not None and (refusal := client.kind_refusal(version.kind)):
+            raise serializers.ValidationError(refusal[0].upper() + refusal[1:] + ".")
         return version
 
 

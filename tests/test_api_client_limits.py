@@ -6,7 +6,7 @@ from rest_framework.test import APIClient
 
 from backend.notifications.api import caller_rate
 from backend.notifications.delivery import shared_state
-from backend.notifications.models import ApiClient, Kind, Notification, Recipient
+from backend.notifications.models import ApiClient, Kind, Notification, Recipient, TemplateVersion
 from backend.stubs.smtp_sink import free_port
 
 pytestmark = pytest.mark.usefixtures("demo_data")
@@ -75,6 +75,23 @@ def test_a_campaign_of_a_kind_the_client_may_not_send_is_refused(api, orders_ser
     }
 
 
+def test_a_campaigns_correction_of_a_kind_the_client_may_not_send_is_refused(api, orders_service):
+    """The staff's "send correction" would later send that kind: refused when the campaign is made."""
+    restricted(orders_service, "promo")
+    digest = TemplateVersion.objects.filter(kind__name="digest", channel="email", status="approved").first()
+    body = {
+        "name": "Weekend sale", "kind": "promo", "channel": "email", "user_ids": ["u-en-1"],
+        "params": {"percent": "20"}, "schedule": {"mode": "now"}, "correction": {"template_version": digest.pk},
+    }  # fmt: skip
+    response = api.post("/api/v1/campaigns", body, format="json", HTTP_IDEMPOTENCY_KEY="sale")
+    assert response.status_code == 422
+    assert response.json()["fields"] == {
+        "correction.template_version": [
+            "This API client may not send digest: ask an administrator to add it to the client's kinds."
+        ]
+    }
+
+
 @pytest.fixture
 def customers() -> list[str]:
     users = [Recipient(user_id=f"c-{n}", email=f"c{n}@example.com", language="en") for n in range(20)]
@@ -117,7 +134,7 @@ def test_a_batch_larger_than_the_bucket_is_told_to_split_without_a_retry_after(a
     client.rate_limit = 2  # a bucket of 4 at the default 2 seconds
     client.save()
     response = post_batch(api, shipped_to(customers[:5], "big"))
-    assert response.status_code == 429
+    assert (response.status_code, response.json()["error"]) == (429, "batch_over_burst")
     assert response.json()["message"] == (
         "This API client may submit 2 notifications a second, at most 4 at once: a batch of 5 can never pass. "
         "Send at most 4 items a request."
@@ -174,3 +191,14 @@ def test_on_the_embedded_default_each_process_keeps_the_bucket(orders_service, s
         caller_rate.take(client)
     assert refused.value.wait == 1
     caller_rate.reset()
+
+
+def test_a_redis_that_answers_but_refuses_fails_open_too(api, send, orders_service, monkeypatch):
+    """A read-only replica after a failover, or OOM under noeviction: logged, never a 500."""
+
+    class Refusing:
+        def eval(self, *args):
+            raise redis.ResponseError("READONLY You can't write against a read only replica.")
+
+    monkeypatch.setattr(caller_rate, "redis_client", Refusing)
+    assert send(SHIPPED, key="order-5012-shipped").status_code == 202

@@ -143,8 +143,8 @@ class NotificationBatchView(APIView):
             409: OpenApiResponse(description="JSON error `conflict`: a user was erased meanwhile; nothing stored."),
             413: _ERROR,
             429: OpenApiResponse(
-                description="JSON error `rate_limited`: the batch's items are over the client's own rate (with "
-                "Retry-After), or more than its bucket holds at once (without: split the batch). Nothing was stored."
+                description="JSON error `rate_limited` with Retry-After: the batch's items are over the client's own "
+                "rate; or `batch_over_burst`: more than its bucket ever holds (split the batch). Nothing was stored."
             ),
             503: OpenApiResponse(description="JSON error `unavailable` with Retry-After: the database is down."),
         },

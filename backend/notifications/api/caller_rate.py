@@ -17,6 +17,7 @@ import threading
 import time
 
 from django.conf import settings
+from redis import RedisError
 from rest_framework.exceptions import Throttled
 
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
@@ -39,6 +40,17 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
 redis.call('EXPIRE', KEYS[1], math.ceil(capacity / rate) + 1)
 return tostring(wait)
 """
+
+
+class BatchOverBurst(Throttled):
+    """429 ``batch_over_burst``: more notifications in one request than the client's bucket ever holds; split it.
+
+    Apart from ``rate_limited`` (retry after ``Retry-After``), so a client that retries every 429 can tell
+    a request that will never pass from one that will.
+    """
+
+    default_code = "batch_over_burst"
+
 
 _local_lock = threading.Lock()
 _local: dict[int, tuple[float, float]] = {}
@@ -73,7 +85,7 @@ def take(client: ApiClient, count: int = 1) -> None:
     """
     rate, capacity = rate_of(client)
     if count > capacity:
-        raise Throttled(
+        raise BatchOverBurst(
             detail=f"This API client may submit {rate:,.0f} notifications a second, at most {capacity:,.0f} at "
             f"once: a batch of {count:,} can never pass. Send at most {capacity:,.0f} items a request."
         )
@@ -85,6 +97,11 @@ def take(client: ApiClient, count: int = 1) -> None:
             with guard("API client rate"):
                 wait = float(redis.eval(_TAKE_ALL, 1, f"api-rate:{client.pk}", rate, capacity, count))
         except RedisUnavailable:
+            return
+        except RedisError as exc:
+            # Redis answers but refuses (a read-only replica after a failover, OOM under noeviction): the same
+            # direction as an outage, logged, so that a limit never turns into a 500.
+            logger.warning("API client rate not counted for %s: %s", client.name, exc)
             return
     if wait > 0:
         raise Throttled(

@@ -20,6 +20,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from backend.notifications.api.caller_rate import BatchOverBurst
 from backend.notifications.policy import LimitUnavailable
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ _CODES = {
     exceptions.MethodNotAllowed: "method_not_allowed",
     exceptions.NotAcceptable: "not_acceptable",
     exceptions.UnsupportedMediaType: "unsupported_media_type",
+    BatchOverBurst: "batch_over_burst",
     exceptions.Throttled: "rate_limited",
 }
 
@@ -111,7 +113,7 @@ def exception_handler(exc, context):
     if isinstance(exc, RequestDataTooBig):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         return Response(
-            {"error": "too_large", "message": f"The body is larger than {limit} bytes."},
+            {"error": "body_too_large", "message": f"The request body may be at most {limit} bytes."},
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, Http404):

@@ -10,7 +10,7 @@ from typing import Any
 _ALWAYS = {"401": "JSON error `not_authenticated` or `authentication_failed`: no key, or an unknown or revoked one."}
 # Every operation that reads a body.
 _WITH_BODY = {
-    "413": "JSON error `too_large`: the body is over NOTIFY_MAX_REQUEST_BODY bytes (backend/body_limit.py).",
+    "413": "JSON error `body_too_large`: the body is over NOTIFY_MAX_REQUEST_BODY bytes (1 MiB by default).",
     "415": "JSON error `unsupported_media_type`: the body must be sent as application/json.",
 }
 
