@@ -304,7 +304,7 @@ def test_a_batch_of_the_wrong_shape_is_a_400(api, raw, message):
 def test_a_batch_over_the_body_limit_is_a_413(api, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     response = post_batch(api, [shipped("u-ar-1", n) for n in range(20)])
-    assert (response.status_code, response.json()["message"]) == (413, "The body is larger than 1000 bytes.")
+    assert (response.status_code, response.json()["message"]) == (413, "The request body may be at most 1000 bytes.")
 
 
 def test_it_refuses_callers_without_a_key(client):

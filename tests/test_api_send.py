@@ -258,7 +258,7 @@ def test_a_body_over_the_size_limit_is_a_413(api, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     response = api.post("/api/v1/notifications", {**SHIPPED, "params": {"x": "y" * 2000}}, format="json",
                         HTTP_IDEMPOTENCY_KEY="k")  # fmt: skip
-    assert (response.status_code, response.json()["message"]) == (413, "The body is larger than 1000 bytes.")
+    assert (response.status_code, response.json()["message"]) == (413, "The request body may be at most 1000 bytes.")
 
 
 def test_a_post_to_an_unknown_api_url_is_a_json_404_not_a_csrf_page(client):

@@ -6,9 +6,11 @@ import pytest
 import time_machine
 from django.utils import timezone
 
+from backend.notifications import policy
 from backend.notifications.delivery import dispatch
 from backend.notifications.delivery.sweeper import sweep
 from backend.notifications.models import Kind, Notification, Preference, Recipient, State, VelocityAlarm
+from backend.notifications.queues import HUEYS
 
 pytestmark = pytest.mark.usefixtures("demo_data")
 
@@ -62,6 +64,15 @@ def test_ten_otps_to_one_number_send_three(send):
     # Another number has its own allowance.
     Recipient.objects.filter(user_id="u-en-1").update(phone="+14155550100")
     assert otp(send, 1, user_id="u-en-1").json()["state"] == "queued"
+
+
+def test_redis_counts_a_phones_otps_under_an_hmac_never_the_number(send):
+    """The window outlives an erasure of the person by up to NOTIFY_OTP_WINDOW seconds: it must not name them."""
+    otp(send, 1)
+    phone = Recipient.objects.get(user_id="u-ar-1").phone
+    keys = [key.decode() for key in HUEYS["high"].storage.conn.keys("otp:*")]
+    assert keys == [policy.otp_window_key(phone)] and phone not in keys[0] and len(keys[0]) == len("otp:") + 32
+    assert policy.otp_window_key(phone) != policy.otp_window_key("+14155550100")
 
 
 def test_a_security_alert_at_3am_local_with_quiet_hours_on_goes_at_once(send):

@@ -28,6 +28,7 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from backend.notifications import pricing, quiet_hours, rate_limits
 from backend.notifications.array_param import in_array
@@ -264,10 +265,19 @@ def route(kind: Kind, recipient: Recipient, requested: str | None, facts: Facts 
     return Route(kind.default_channel, reason, tuple(skipped))
 
 
+def otp_window_key(phone: str) -> str:
+    """The Redis key of ``phone``'s OTP window: an HMAC of the number, never the number itself.
+
+    Redis keeps it ``NOTIFY_OTP_WINDOW`` seconds, past an erasure of the person (``erasure.py``): it must
+    hold nothing that names them, yet count the same phone whoever's record carries it.
+    """
+    return "otp:" + salted_hmac("notify.otp-window", phone, algorithm="sha256").hexdigest()[:32]
+
+
 def _otp_verdict(recipient: Recipient, now: float) -> rate_limits.Verdict:
     """Count one OTP to the phone if the window has room; fails CLOSED (``LimitUnavailable``) without Redis."""
     conf = settings.NOTIFY
-    window = rate_limits.Window(f"otp:{recipient.phone}", conf["OTP_WINDOW"], conf["OTP_LIMIT"])
+    window = rate_limits.Window(otp_window_key(recipient.phone), conf["OTP_WINDOW"], conf["OTP_LIMIT"])
     try:
         return rate_limits.hit([window], now)
     except RedisUnavailable as exc:
