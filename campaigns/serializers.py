@@ -14,7 +14,7 @@ from backend.notifications.api.serializers import (
     UserIdField,
     bounded_params,
 )
-from backend.notifications.models import Channel, Kind, TemplateVersion
+from backend.notifications.models import Category, Channel, Kind, TemplateVersion
 from campaigns import ledger as ledgers
 from campaigns import validation
 from campaigns.models import Campaign, CampaignApproval, CampaignAudit, ScheduleMode, Segment
@@ -159,7 +159,8 @@ class CampaignCreateSerializer(StrictSerializer):
         if kind is None:
             raise serializers.ValidationError(f"Unknown kind {value!r}.")
         client = self.context.get("client")
-        if client is not None and (refusal := client.kind_refusal(kind)):
+        # A security kind is never a campaign's, whoever asks: the campaign rule says so, not the client's kinds.
+        if client is not None and kind.category != Category.SECURITY and (refusal := client.kind_refusal(kind)):
             raise serializers.ValidationError(refusal[0].upper() + refusal[1:] + ".")
         return kind
 

@@ -61,6 +61,15 @@ def test_a_client_with_no_kind_and_not_every_kind_may_send_nothing(api, send, or
     assert not Notification.objects.exists()
 
 
+def test_a_security_kind_campaign_is_refused_by_the_campaign_rule_whatever_the_clients_kinds(api, orders_service):
+    restricted(orders_service, "shipped")
+    body = {"name": "Codes", "kind": "otp", "channel": "sms", "user_ids": ["u-en-1"], "params": {"code": "1"},
+            "schedule": {"mode": "now"}, "correction": {"none_reason": "none"}}  # fmt: skip
+    response = api.post("/api/v1/campaigns", body, format="json", HTTP_IDEMPOTENCY_KEY="codes")
+    assert response.status_code == 422
+    assert response.json()["fields"]["kind"] == ["otp: security kinds cannot be sent as a campaign"]
+
+
 def test_a_campaign_of_a_kind_the_client_may_not_send_is_refused(api, orders_service):
     restricted(orders_service, "shipped")
     body = {

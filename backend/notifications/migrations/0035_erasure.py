@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('user_id_digest', models.CharField(db_index=True, editable=False, max_length=64)),
-                ('requested_by', models.CharField(help_text="Who asked: 'API client orders'.", max_length=150)),
+                ('requested_by', models.CharField(help_text="The API client that asked for it, as its name read then.", max_length=150)),
                 ('at', models.DateTimeField(auto_now_add=True)),
                 ('notifications', models.PositiveIntegerField(default=0)),
                 ('devices', models.PositiveIntegerField(default=0)),

@@ -15,7 +15,9 @@ class Erasure(models.Model):
     """
 
     user_id_digest = models.CharField(max_length=64, db_index=True, editable=False)
-    requested_by = models.CharField(max_length=150, help_text="Who asked: 'API client orders'.")
+    requested_by = models.CharField(
+        max_length=150, help_text="The API client that asked for it, as its name read then."
+    )
     at = models.DateTimeField(auto_now_add=True)
     notifications = models.PositiveIntegerField(default=0)
     devices = models.PositiveIntegerField(default=0)
