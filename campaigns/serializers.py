@@ -89,7 +89,9 @@ class CorrectionSerializer(StrictSerializer):
         if version is None:
             raise serializers.ValidationError(f"No template version with id {value}.")
         client = self.context.get("client")  # the root serializer's context: the calling API client
-        if client is not None and (refusal := client.kind_refusal(version.kind)):
+        # A security kind is never a correction's: the campaign rule refuses it in its own words.
+        security = version.kind.category == Category.SECURITY
+        if client is not None and not security and (refusal := client.kind_refusal(version.kind)):
             raise serializers.ValidationError(refusal[0].upper() + refusal[1:] + ".")
         return version
 

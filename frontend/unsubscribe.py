@@ -57,7 +57,7 @@ def _one_click(request: HttpRequest, token: str) -> HttpResponse:
     except links.LinkError as exc:
         return _plain(str(exc), 410 if exc.expired else 400)
     recipient = Recipient.objects.filter(user_id=target.user_id).first()
-    if recipient is None:
+    if recipient is None or links.issued_before(token, recipient.created_at):  # erased, maybe made again since
         return _plain("No such subscriber.", 404)
     try:
         kind = _set(recipient, target, enabled=False, by=actions.BY_ONE_CLICK)

@@ -58,9 +58,14 @@ class Change:
     unread: int
 
 
-def _lock(user_id: str) -> Recipient:
+def _lock(user_id: str, record: int | None = None) -> Recipient:
+    """The person's record, locked; ``UnknownUser`` when there is none, or it is not ``record`` (a pk).
+
+    A socket opened before an erasure names its record: a record made since for the same user id is
+    someone else's, and the socket's commands must not touch it.
+    """
     recipient = Recipient.objects.select_for_update(no_key=True).only("pk", "user_id").filter(user_id=user_id).first()
-    if recipient is None:
+    if recipient is None or (record is not None and recipient.pk != record):
         raise UnknownUser(user_id)
     return recipient
 
@@ -95,16 +100,19 @@ def deliver(new: NewMessage) -> tuple[InboxMessage, bool]:
 def _announce(user_id: str, change: str, ids: list[int], at: datetime, recipient: Recipient) -> Change:
     unread = queries.unread_count(recipient.pk)
     if ids:
-        event = events.change_event(change, ids, at, unread)
+        event = events.change_event(recipient.pk, change, ids, at, unread)
         transaction.on_commit(lambda: events.publish(user_id, event))
     return Change(ids=ids, at=at, unread=unread)
 
 
-def mark_read(user_id: str, message_id: int) -> tuple[InboxMessage, Change]:
-    """Mark one message read (a no-op when it already is). Raises ``UnknownUser``, ``MessageNotFound``."""
+def mark_read(user_id: str, message_id: int, record: int | None = None) -> tuple[InboxMessage, Change]:
+    """Mark one message read (a no-op when it already is). Raises ``UnknownUser``, ``MessageNotFound``.
+
+    ``record``: the recipient pk the caller knows the person by (a socket's), refused if no longer theirs.
+    """
     now = timezone.now()
     with transaction.atomic():
-        recipient = _lock(user_id)
+        recipient = _lock(user_id, record)
         changed = InboxMessage.objects.filter(recipient=recipient, pk=message_id, read_at=None).update(read_at=now)
         message = queries.get(recipient.pk, message_id)
         if message is None:
@@ -112,15 +120,15 @@ def mark_read(user_id: str, message_id: int) -> tuple[InboxMessage, Change]:
         return message, _announce(user_id, "read", [message_id] if changed else [], now, recipient)
 
 
-def mark_all_read(user_id: str, through: int | None = None) -> Change:
+def mark_all_read(user_id: str, through: int | None = None, record: int | None = None) -> Change:
     """Mark every unread message read, or only those up to id ``through``.
 
     ``through`` is the newest id the person has seen: a message that arrives
-    while they click "mark all read" stays unread. Raises ``UnknownUser``.
+    while they click "mark all read" stays unread. Raises ``UnknownUser``; ``record`` as for ``mark_read``.
     """
     now = timezone.now()
     with transaction.atomic():
-        recipient = _lock(user_id)
+        recipient = _lock(user_id, record)
         unread = InboxMessage.objects.filter(recipient=recipient, read_at=None)
         if through is not None:
             unread = unread.filter(pk__lte=through)
@@ -129,11 +137,12 @@ def mark_all_read(user_id: str, through: int | None = None) -> Change:
         return _announce(user_id, "read", ids, now, recipient)
 
 
-def archive(user_id: str, message_id: int) -> tuple[InboxMessage, Change]:
-    """Archive one message (a no-op when it already is). Raises ``UnknownUser``, ``MessageNotFound``."""
+def archive(user_id: str, message_id: int, record: int | None = None) -> tuple[InboxMessage, Change]:
+    """Archive one message (a no-op when it already is). Raises ``UnknownUser``, ``MessageNotFound``;
+    ``record`` as for ``mark_read``."""
     now = timezone.now()
     with transaction.atomic():
-        recipient = _lock(user_id)
+        recipient = _lock(user_id, record)
         changed = InboxMessage.objects.filter(recipient=recipient, pk=message_id, archived_at=None).update(
             archived_at=now
         )

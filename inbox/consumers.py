@@ -224,7 +224,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
             return await self._error("invalid", f"{command['type']} needs 'id': a message id.")
         try:
             # The change reaches this socket and the person's others as an event.
-            await database_sync_to_async(action)(self.user_id, message_id)
+            await database_sync_to_async(action)(self.user_id, message_id, self.recipient)
         except actions.MessageNotFound:
             await self._error("not-found", f"No message {message_id} in this inbox.", id=message_id)
         except actions.UnknownUser:
@@ -241,7 +241,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
         if through is not None and _non_negative_int(through) is None:
             return await self._error("invalid", "read_all 'through' must be a message id when given.")
         try:
-            await database_sync_to_async(actions.mark_all_read)(self.user_id, through)
+            await database_sync_to_async(actions.mark_all_read)(self.user_id, through, self.recipient)
         except actions.UnknownUser:
             await self._gone()
 
@@ -259,7 +259,21 @@ class InboxConsumer(AsyncWebsocketConsumer):
 
     # --- layer messages (events.NewEvent, events.ChangeEvent, the tick) ------
 
+    async def _not_mine(self, event: dict) -> bool:
+        """True, and the socket closed, for an event of another record of this user id: this one was erased."""
+        if event.get("recipient", self.recipient) == self.recipient:
+            return False
+        await self._gone()
+        return True
+
+    async def inbox_gone(self, event: dict) -> None:
+        """The record was erased (``erasure.py``): the token names nobody any more."""
+        if event.get("recipient") == self.recipient:
+            await self._gone()
+
     async def inbox_new(self, event: events.NewEvent) -> None:
+        if await self._not_mine(event):
+            return
         message = event["message"]
         if message["id"] <= self.cursor:
             return  # already sent by the hello page, a sync or the poll
@@ -271,6 +285,8 @@ class InboxConsumer(AsyncWebsocketConsumer):
         await self._send_unread(event["unread"])
 
     async def inbox_change(self, event: events.ChangeEvent) -> None:
+        if await self._not_mine(event):
+            return
         key = "read_at" if event["change"] == "read" else "archived_at"
         await self._send({"type": f"message.{event['change']}", "ids": event["ids"], key: event["at"]})
         await self._send_unread(event["unread"])

@@ -52,6 +52,7 @@ class NewEvent(TypedDict):
     """Layer message ``inbox.new``: a message was delivered (sent once its row committed)."""
 
     type: str  # "inbox.new"
+    recipient: int  # the record's pk: a socket of an earlier record of the same user id closes (erasure.py)
     message: MessageDict
     prev: int  # id of the person's message before this one, 0 for the first
     unread: int  # the person's unread count as of this commit
@@ -61,6 +62,7 @@ class ChangeEvent(TypedDict):
     """Layer message ``inbox.change``: messages were marked read or archived."""
 
     type: str  # "inbox.change"
+    recipient: int  # the record's pk, as in NewEvent
     change: str  # "read" | "archived"
     ids: list[int]
     at: str
@@ -96,14 +98,29 @@ def message_payload(message: InboxMessage) -> MessageDict:
 
 
 def new_event(message: InboxMessage, prev: int, unread: int) -> NewEvent:
-    return {"type": "inbox.new", "message": message_payload(message), "prev": prev, "unread": unread}
+    return {
+        "type": "inbox.new", "recipient": message.recipient_id, "message": message_payload(message), "prev": prev,
+        "unread": unread,
+    }  # fmt: skip
 
 
-def change_event(change: str, ids: list[int], at: datetime, unread: int) -> ChangeEvent:
-    return {"type": "inbox.change", "change": change, "ids": ids, "at": iso(at), "unread": unread}
+def change_event(recipient: int, change: str, ids: list[int], at: datetime, unread: int) -> ChangeEvent:
+    return {
+        "type": "inbox.change",
+        "recipient": recipient,
+        "change": change,
+        "ids": ids,
+        "at": iso(at),
+        "unread": unread,
+    }
 
 
-def publish(user_id: str, event: NewEvent | ChangeEvent) -> None:
+def gone_event(recipient: int) -> dict:
+    """Layer message ``inbox.gone``: the record ``recipient`` was erased; its sockets close (``erasure.py``)."""
+    return {"type": "inbox.gone", "recipient": recipient}
+
+
+def publish(user_id: str, event: NewEvent | ChangeEvent | dict) -> None:
     """Send ``event`` to every socket of ``user_id`` (call it from ``transaction.on_commit``).
 
     Never raises: the row is committed whatever the layer does, and each

@@ -138,12 +138,12 @@ def test_a_client_over_its_rate_gets_a_429_and_nothing_of_the_request_is_stored(
     assert Notification.objects.count() == 10
 
 
-def test_a_batch_larger_than_the_bucket_is_told_to_split_without_a_retry_after(api, orders_service, customers):
+def test_a_batch_larger_than_the_bucket_is_a_413_told_to_split_without_a_retry_after(api, orders_service, customers):
     client = orders_service[0]
     client.rate_limit = 2  # a bucket of 4 at the default 2 seconds
     client.save()
     response = post_batch(api, shipped_to(customers[:5], "big"))
-    assert (response.status_code, response.json()["error"]) == (429, "batch_over_burst")
+    assert (response.status_code, response.json()["error"]) == (413, "batch_over_burst")
     assert response.json()["message"] == (
         "This API client may submit 2 notifications a second, at most 4 at once: a batch of 5 can never pass. "
         "Send at most 4 items a request."

@@ -15,6 +15,7 @@ from django.db.models import Max
 from django.test.utils import CaptureQueriesContext
 
 from backend.notifications import actions as notification_actions
+from backend.notifications import erasure
 from backend.notifications.delivery.dispatch import deliver
 from backend.notifications.models import Recipient
 from inbox import actions, consumers, events, tokens
@@ -469,3 +470,51 @@ def test_a_socket_daphne_kills_without_a_disconnect_is_no_longer_watched():
         return watched, dict(poller().sockets), dict(poller().per_recipient)
 
     assert async_to_sync(scenario)() == (1, {}, {})
+
+
+GONE = (
+    {"type": "error", "code": "token-invalid", "message": "The token's user no longer exists."},
+    {"type": "websocket.close", "code": consumers.CLOSE_INVALID_TOKEN},
+)
+
+
+def test_an_erasure_closes_the_persons_open_sockets(shipped):
+    async def scenario():
+        await shipped(1)
+        socket = await connect()
+        await socket.receive_json_from(timeout=5)
+        await database_sync_to_async(erasure.erase)("u-ar-1", by="the test")
+        return await socket.receive_json_from(timeout=5), await socket.receive_output(timeout=5)
+
+    assert async_to_sync(scenario)() == GONE
+
+
+def test_a_socket_of_an_erased_record_never_touches_a_new_record_of_the_same_id(shipped, silent):
+    """Events lost (silent), so the socket outlives the erasure: its commands and the new record's events close it."""
+
+    async def scenario():
+        await shipped(1)
+        socket = await connect()
+        await socket.receive_json_from(timeout=5)
+        await database_sync_to_async(erasure.erase)("u-ar-1", by="the test")
+        await database_sync_to_async(Recipient.objects.create)(user_id="u-ar-1", email="new@example.com")
+        newcomer = await shipped(2)
+        await socket.send_json_to({"type": "read", "id": newcomer.pk})
+        return newcomer, (await socket.receive_json_from(timeout=5), await socket.receive_output(timeout=5))
+
+    newcomer, answer = async_to_sync(scenario)()
+    assert answer == GONE
+    newcomer.refresh_from_db()
+    assert newcomer.read_at is None
+
+
+def test_an_event_of_another_record_of_the_user_id_closes_the_socket(shipped):
+    async def scenario():
+        message = await shipped(1)
+        socket = await connect()
+        await socket.receive_json_from(timeout=5)
+        event = {**events.new_event(message, prev=0, unread=1), "recipient": message.recipient_id + 1000}
+        await get_channel_layer().group_send(events.group_name("u-ar-1"), event)
+        return await socket.receive_json_from(timeout=5), await socket.receive_output(timeout=5)
+
+    assert async_to_sync(scenario)() == GONE

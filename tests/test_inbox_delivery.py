@@ -91,13 +91,17 @@ def test_the_message_is_announced_to_the_persons_group_after_commit(send, layla_
     deliver(second)
     one, two = InboxMessage.objects.order_by("id")
 
+    layla = one.recipient_id
     assert layla_listens() == {
         "type": "inbox.new",
+        "recipient": layla,
         "message": events.message_payload(one),
         "prev": 0,
         "unread": 1,
     }
-    assert layla_listens() == {"type": "inbox.new", "message": events.message_payload(two), "prev": one.pk, "unread": 2}
+    assert layla_listens() == {
+        "type": "inbox.new", "recipient": layla, "message": events.message_payload(two), "prev": one.pk, "unread": 2
+    }  # fmt: skip
     assert events.message_payload(one) == {
         "id": one.pk,
         "kind": "shipped",

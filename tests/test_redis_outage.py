@@ -203,3 +203,21 @@ def test_a_batch_without_redis_answers_its_stored_keys_as_duplicates_and_stores_
     assert (first["accepted"], again["accepted"], again["duplicates"], again["errors"]) == (3, 3, 3, 0)
     assert [r["body"]["id"] for r in again["results"][:3]] == [r["body"]["id"] for r in first["results"]]
     assert Notification.objects.count() == 6
+
+
+@pytest.mark.parametrize("refusal", [redis.ReadOnlyError, redis.exceptions.OutOfMemoryError])
+def test_a_redis_that_answers_but_refuses_writes_is_an_outage_too(send, monkeypatch, refusal):
+    """A read-only replica after a failover, OOM under noeviction: a send is a 202 and an OTP the documented 503."""
+
+    def refuse(self, *args, **options):
+        raise refusal("READONLY You can't write against a read only replica.")
+
+    monkeypatch.setattr(redis.Redis, "execute_command", refuse)
+    shared_state.reset()
+    try:
+        accepted = send({"user_id": "u-ar-1", "kind": "shipped", "params": {"order": "5012"}}, key="order-5012")
+        code = send({"user_id": "u-ar-1", "kind": "otp", "params": {"code": "123456"}}, key="login-1")
+    finally:
+        shared_state.reset()
+    assert (accepted.status_code, accepted.json()["state"]) == (202, "queued")
+    assert (code.status_code, code.json()["error"]) == (503, "unavailable")

@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from backend.notifications import retention
 from backend.notifications.models import DeadLetter, Device, Erasure, Notification, Preference, Recipient, State
 from campaigns.models import SegmentMember
+from inbox import events as inbox_events
 from inbox.models import InboxMessage
 
 
@@ -85,4 +86,6 @@ def _erase(user_id: str, by: str) -> Erased | None:
         retention.delete_notifications(list(states))
     recipient.delete()
     record.save()
+    # Sockets open on the inbox close: a record made later for the same user id is someone else's.
+    transaction.on_commit(lambda: inbox_events.publish(user_id, inbox_events.gone_event(recipient_pk)))
     return Erased(record)

@@ -60,13 +60,19 @@ def _load(token: str, salt: str, max_age: int) -> dict:
         raise LinkError("This link is not valid: it may have been copied incompletely.", expired=False) from None
 
 
+# Seconds by which the clocks of two processes (two hosts) may differ, for ``issued_before``.
+CLOCK_SKEW = 5
+
+
 def issued_before(token: str, created_at: datetime) -> bool:
     """True when the signed ``token`` was made in a second before ``created_at``: it names an earlier record.
 
     A user id may be erased and created again (``erasure.py``): a link or token signed for the old
     record names the same id, and must not open the new one. Django's signed values carry the
     second they were made (``TimestampSigner``, base 62); a token verified already is read here, and
-    an opaque one (an unsubscribe token) is never "before". Made in the second the record was, it passes.
+    an opaque one (an unsubscribe token) is never "before". ``CLOCK_SKEW`` seconds are forgiven: the
+    process that signs may run a little behind the one that created the record, and a new person's
+    first link must work; an old record's link is older than that by the erasure and the re-creation.
     """
     parts = token.rsplit(":", 2)
     if len(parts) != 3:
@@ -75,7 +81,7 @@ def issued_before(token: str, created_at: datetime) -> bool:
         issued = signing.b62_decode(parts[1])
     except ValueError:
         return False
-    return issued < int(created_at.timestamp())
+    return issued < created_at.timestamp() - CLOCK_SKEW
 
 
 def preference_token(user_id: str) -> str:

@@ -31,7 +31,8 @@ def reveal(
     characters after trimming; an audit that says why lets a reviewer tell a caller's question from
     curiosity. Raises ``PermissionDenied`` without the ``support.reveal_contact`` permission (the
     superuser has it too, and is audited like anyone), ``ReasonMissing`` for an empty or over-long
-    reason and ``ValueError`` for another field.
+    reason, ``Recipient.DoesNotExist`` when the person was erased meanwhile, and ``ValueError`` for
+    another field.
     """
     if field not in ContactReveal.Field.values:
         raise ValueError(f"Only a phone number or an email address can be revealed, not {field!r}.")
@@ -45,6 +46,10 @@ def reveal(
     # Retention may be deleting that notification at this moment: the reveal is then audited against the person alone.
     if notification is not None and not Notification.hold(notification.pk):
         notification = None
+    # An erasure may be deleting the person at this moment (erasure.py locks them last): wait for it, and
+    # reveal nothing of someone no longer kept.
+    if not Recipient.objects.select_for_update(no_key=True).filter(pk=recipient.pk).exists():
+        raise Recipient.DoesNotExist(f"{recipient.user_id} was erased.")
     ContactReveal.objects.create(
         user=user, username=user.get_username(), recipient=recipient, recipient_user_id=recipient.user_id,
         field=field, notification=notification, reason=reason,

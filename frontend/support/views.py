@@ -211,6 +211,9 @@ def reveal_contact(request: HttpRequest, user_id: str, field: str) -> HttpRespon
         value = reveal(request.user, recipient, field, notification, reason=request.POST.get("reason", ""))
     except ReasonMissing as exc:
         return _private(HttpResponse(str(exc), status=422, content_type="text/plain; charset=utf-8"))
+    except Recipient.DoesNotExist:
+        message = "This person's record was erased a moment ago, on their request: nothing is shown."
+        return _private(HttpResponse(message, status=404, content_type="text/plain; charset=utf-8"))
     context = {"field": field, "value": value}
     if request.htmx:
         return _private(render(request, "frontend/support/_revealed.html", context))

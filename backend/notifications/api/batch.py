@@ -141,10 +141,13 @@ class NotificationBatchView(APIView):
             400: OpenApiResponse(description="Not JSON, not {items: [...]}, or more than 1,000 items."),
             401: _ERROR,
             409: OpenApiResponse(description="JSON error `conflict`: a user was erased meanwhile; nothing stored."),
-            413: _ERROR,
+            413: OpenApiResponse(
+                description="JSON error `body_too_large` (over NOTIFY_MAX_REQUEST_BODY bytes), or `batch_over_burst`: "
+                "more items than the client's rate bucket ever holds; split the batch. Nothing was stored."
+            ),
             429: OpenApiResponse(
                 description="JSON error `rate_limited` with Retry-After: the batch's items are over the client's own "
-                "rate; or `batch_over_burst`: more than its bucket ever holds (split the batch). Nothing was stored."
+                "rate. Nothing was stored."
             ),
             503: OpenApiResponse(description="JSON error `unavailable` with Retry-After: the database is down."),
         },

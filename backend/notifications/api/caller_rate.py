@@ -18,7 +18,7 @@ import time
 
 from django.conf import settings
 from redis import RedisError
-from rest_framework.exceptions import Throttled
+from rest_framework.exceptions import APIException, Throttled
 
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
 from backend.notifications.models import ApiClient
@@ -42,13 +42,13 @@ return tostring(wait)
 """
 
 
-class BatchOverBurst(Throttled):
-    """429 ``batch_over_burst``: more notifications in one request than the client's bucket ever holds; split it.
+class BatchOverBurst(APIException):
+    """413 ``batch_over_burst``: more notifications in one request than the client's bucket ever holds; split it.
 
-    Apart from ``rate_limited`` (retry after ``Retry-After``), so a client that retries every 429 can tell
-    a request that will never pass from one that will.
+    Not a 429: a client that retries every 429 would send it again for ever, and it can never pass.
     """
 
+    status_code = 413
     default_code = "batch_over_burst"
 
 
@@ -80,8 +80,8 @@ def take(client: ApiClient, count: int = 1) -> None:
     """Count ``count`` notifications against ``client``'s rate, or refuse them all.
 
     Raises DRF's ``Throttled`` (429, ``Retry-After`` in whole seconds) when the bucket holds fewer than
-    ``count`` tokens now, and without a wait when ``count`` is more than it can ever hold: the batch must be
-    split. Nothing is taken from a refused request, so its retry with the same idempotency keys is whole.
+    ``count`` tokens now, and ``BatchOverBurst`` (413) when ``count`` is more than it can ever hold: the
+    batch must be split. Nothing is taken from a refused request, so its retry with the same idempotency keys is whole.
     """
     rate, capacity = rate_of(client)
     if count > capacity:

@@ -28,8 +28,10 @@ logger = logging.getLogger(__name__)
 DOWN_MEMO_SECONDS = 1.0
 
 # An unreachable or unanswering Redis (BusyLoadingError, Redis still loading after a restart,
-# is a ConnectionError). Other errors are bugs, not outages, and stay errors.
-OUTAGE_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+# is a ConnectionError), or one that answers but refuses every write: a read-only replica after a
+# failover, or OOM under noeviction; either way Redis cannot do its part just now. Other errors are
+# bugs, not outages, and stay errors.
+OUTAGE_ERRORS = (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError, redis.exceptions.OutOfMemoryError)
 
 _now = time.monotonic
 _memo_lock = threading.Lock()
