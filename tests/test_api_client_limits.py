@@ -5,7 +5,7 @@ import redis
 from rest_framework.test import APIClient
 
 from backend.notifications.api import caller_rate
-from backend.notifications.delivery import shared_state
+from backend.notifications.delivery import budget, shared_state
 from backend.notifications.models import ApiClient, Kind, Notification, Recipient, TemplateVersion
 from backend.stubs.smtp_sink import free_port
 
@@ -207,7 +207,10 @@ def test_a_redis_that_answers_but_refuses_fails_open_too(api, send, orders_servi
 
     class Refusing:
         def eval(self, *args):
-            raise redis.ResponseError("READONLY You can't write against a read only replica.")
+            raise redis.ReadOnlyError("You can't write against a read only replica.")
 
-    monkeypatch.setattr(caller_rate, "redis_client", Refusing)
-    assert send(SHIPPED, key="order-5012-shipped").status_code == 202
+    monkeypatch.setattr(budget, "redis_client", Refusing)
+    try:
+        assert send(SHIPPED, key="order-5012-shipped").status_code == 202
+    finally:
+        shared_state.reset()

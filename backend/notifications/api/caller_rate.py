@@ -4,42 +4,25 @@ One service in a loop must not fill the queues every other service's messages wa
 submit ``ApiClient.rate_limit`` notifications a second (``NOTIFY_API_CLIENT_RATE`` when it has none),
 single and batch sends together: a batch of 1,000 takes 1,000 tokens at once, or none. The bucket holds
 ``NOTIFY_API_CLIENT_BURST_SECONDS`` of that rate, refills continuously (RFC 2697's committed rate, as
-the providers' budgets in ``delivery/budget.py``) and lives in Redis, on Redis's clock, so every web
-process shares it. Without Redis (the embedded default) each process keeps its own.
+the providers' budgets, through the same ``budget.take_all``) and lives in Redis, on Redis's clock, so
+every web process shares it. Without Redis (the embedded default) each process keeps its own.
 
-A Redis outage fails open: the limit protects the platform's queues, and refusing every send while
-Redis is down would stop the platform instead (README "When Redis or PostgreSQL is down").
+A Redis outage (``shared_state.OUTAGE_ERRORS``: unreachable, read-only, out of memory) fails open: the
+limit protects the platform's queues, and refusing every send while Redis is down would stop the
+platform instead (README "When Redis or PostgreSQL is down").
 """
 
-import logging
 import math
-import threading
-import time
 
 from django.conf import settings
-from redis import RedisError
 from rest_framework.exceptions import APIException, Throttled
 
-from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
+from backend.notifications.delivery import budget
+from backend.notifications.delivery.shared_state import RedisUnavailable, guard
 from backend.notifications.models import ApiClient
 
-logger = logging.getLogger(__name__)
-
-# ARGV: rate (tokens/s), capacity, tokens wanted. Takes them all or none; returns the seconds until all
-# would be there (0 when taken).
-_TAKE_ALL = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-local rate, capacity, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-local tokens, ts = tonumber(b[1]) or capacity, tonumber(b[2]) or now
-tokens = math.min(capacity, tokens + math.max(0, now - ts) * rate)
-local wait = 0
-if tokens >= want then tokens = tokens - want else wait = (want - tokens) / rate end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
-redis.call('EXPIRE', KEYS[1], math.ceil(capacity / rate) + 1)
-return tostring(wait)
-"""
+# The buckets' keys: one per client, ``api-rate:<pk>``.
+_KEY = "api-rate:"
 
 
 class BatchOverBurst(APIException):
@@ -52,28 +35,10 @@ class BatchOverBurst(APIException):
     default_code = "batch_over_burst"
 
 
-_local_lock = threading.Lock()
-_local: dict[int, tuple[float, float]] = {}
-
-
 def rate_of(client: ApiClient) -> tuple[float, float]:
     """``(rate, capacity)``: the client's notifications a second and the most its bucket holds (at least 1)."""
     rate = float(client.rate_limit or settings.NOTIFY["API_CLIENT_RATE"])
     return rate, max(1.0, math.floor(rate * settings.NOTIFY["API_CLIENT_BURST_SECONDS"]))
-
-
-def _take_local(client: ApiClient, rate: float, capacity: float, count: int) -> float:
-    with _local_lock:
-        now = time.monotonic()
-        tokens, ts = _local.get(client.pk, (capacity, now))
-        tokens = min(capacity, tokens + max(0.0, now - ts) * rate)
-        wait = 0.0
-        if tokens >= count:
-            tokens -= count
-        else:
-            wait = (count - tokens) / rate
-        _local[client.pk] = (tokens, now)
-        return wait
 
 
 def take(client: ApiClient, count: int = 1) -> None:
@@ -89,20 +54,11 @@ def take(client: ApiClient, count: int = 1) -> None:
             detail=f"This API client may submit {rate:,.0f} notifications a second, at most {capacity:,.0f} at "
             f"once: a batch of {count:,} can never pass. Send at most {capacity:,.0f} items a request."
         )
-    redis = redis_client()
-    if redis is None:
-        wait = _take_local(client, rate, capacity, count)
-    else:
-        try:
-            with guard("API client rate"):
-                wait = float(redis.eval(_TAKE_ALL, 1, f"api-rate:{client.pk}", rate, capacity, count))
-        except RedisUnavailable:
-            return
-        except RedisError as exc:
-            # Redis answers but refuses (a read-only replica after a failover, OOM under noeviction): the same
-            # direction as an outage, logged, so that a limit never turns into a 500.
-            logger.warning("API client rate not counted for %s: %s", client.name, exc)
-            return
+    try:
+        with guard("API client rate"):
+            wait = budget.take_all(budget.Bucket(f"{_KEY}{client.pk}", rate, capacity), count)
+    except RedisUnavailable:
+        return
     if wait > 0:
         raise Throttled(
             wait=math.ceil(wait),
@@ -113,5 +69,4 @@ def take(client: ApiClient, count: int = 1) -> None:
 
 def reset() -> None:
     """Forget the per-process buckets (tests)."""
-    with _local_lock:
-        _local.clear()
+    budget.forget_local(_KEY)

@@ -29,15 +29,17 @@ from dataclasses import dataclass
 from backend.notifications.delivery.shared_state import RedisUnavailable, guard, redis_client
 from backend.notifications.providers.config import ProviderConfig
 
+# ARGV: rate (tokens/s), capacity, tokens wanted. Takes them all or none; returns the seconds until all
+# would be there (0 when taken).
 _TAKE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-local rate, capacity = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rate, capacity, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
 local tokens, ts = tonumber(b[1]) or capacity, tonumber(b[2]) or now
 tokens = math.min(capacity, tokens + math.max(0, now - ts) * rate)
 local wait = 0
-if tokens >= 1 then tokens = tokens - 1 else wait = (1 - tokens) / rate end
+if tokens >= want then tokens = tokens - want else wait = (want - tokens) / rate end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', tostring(now))
 redis.call('EXPIRE', KEYS[1], 3600)
 return tostring(wait)
@@ -115,18 +117,37 @@ _local_buckets: dict[str, tuple[float, float]] = {}
 _local_slots: dict[str, dict[str, float]] = {}
 
 
-def _take_local(bucket: Bucket) -> float:
+def _take_local(bucket: Bucket, count: int) -> float:
     with _local_lock:
         now = time.monotonic()
         tokens, ts = _local_buckets.get(bucket.key, (bucket.capacity, now))
         tokens = min(bucket.capacity, tokens + max(0.0, now - ts) * bucket.rate)
         wait = 0.0
-        if tokens >= 1:
-            tokens -= 1
+        if tokens >= count:
+            tokens -= count
         else:
-            wait = (1 - tokens) / bucket.rate
+            wait = (count - tokens) / bucket.rate
         _local_buckets[bucket.key] = (tokens, now)
         return wait
+
+
+def take_all(bucket: Bucket, count: int = 1) -> float:
+    """Take ``count`` tokens of ``bucket`` at once, or none: 0.0 when taken, else the seconds until they would be.
+
+    In Redis (one Lua call, on Redis's clock) when ``REDIS_URL`` is set, else in this process. Raises what
+    the Redis client raises: its callers decide the direction of an outage (``api/caller_rate.py``).
+    """
+    client = redis_client()
+    if client is None:
+        return _take_local(bucket, count)
+    return float(client.eval(_TAKE, 1, bucket.key, bucket.rate, bucket.capacity, count))
+
+
+def forget_local(prefix: str) -> None:
+    """Drop this process's buckets whose key starts with ``prefix`` (tests)."""
+    with _local_lock:
+        for key in [key for key in _local_buckets if key.startswith(prefix)]:
+            del _local_buckets[key]
 
 
 def take_token(config: ProviderConfig, tier: str) -> float:
@@ -138,10 +159,9 @@ def take_token(config: ProviderConfig, tier: str) -> float:
     buckets = buckets_for(config, tier)
     if not buckets:
         return 0.0
-    client = redis_client()
     waits = []
     for bucket in buckets:
-        wait = float(client.eval(_TAKE, 1, bucket.key, bucket.rate, bucket.capacity)) if client else _take_local(bucket)
+        wait = take_all(bucket)
         if wait == 0.0:
             return 0.0
         waits.append(wait)
