@@ -53,6 +53,17 @@ def _refuse_offset_wall_time(data, name: str = "local_time") -> None:
         raise serializers.ValidationError({name: [problem]})
 
 
+def _refuse_kind_of_client(context: dict, kind: Kind) -> None:
+    """A ``ValidationError`` when the calling API client (``context["client"]``) may not send ``kind``.
+
+    Not for a security kind: it is never a campaign's nor a correction's, whoever asks, and the campaign
+    rule refuses it in its own words (adding the kind to the client would not help).
+    """
+    client = context.get("client")
+    if client is not None and kind.category != Category.SECURITY and (refusal := client.kind_refusal(kind)):
+        raise serializers.ValidationError(refusal[0].upper() + refusal[1:] + ".")
+
+
 class ScheduleSerializer(StrictSerializer):
     mode = serializers.ChoiceField(choices=ScheduleMode.choices, default=ScheduleMode.NOW)
     send_at = serializers.DateTimeField(
@@ -88,11 +99,7 @@ class CorrectionSerializer(StrictSerializer):
         version = TemplateVersion.objects.filter(pk=value).first()
         if version is None:
             raise serializers.ValidationError(f"No template version with id {value}.")
-        client = self.context.get("client")  # the root serializer's context: the calling API client
-        # A security kind is never a correction's: the campaign rule refuses it in its own words.
-        security = version.kind.category == Category.SECURITY
-        if client is not None and not security and (refusal := client.kind_refusal(version.kind)):
-            raise serializers.ValidationError(refusal[0].upper() + refusal[1:] + ".")
+        _refuse_kind_of_client(self.context, version.kind)  # the root serializer's context
         return version
 
 
@@ -160,10 +167,7 @@ class CampaignCreateSerializer(StrictSerializer):
         kind = Kind.objects.filter(name=value).first()
         if kind is None:
             raise serializers.ValidationError(f"Unknown kind {value!r}.")
-        client = self.context.get("client")
-        # A security kind is never a campaign's, whoever asks: the campaign rule says so, not the client's kinds.
-        if client is not None and kind.category != Category.SECURITY and (refusal := client.kind_refusal(kind)):
-            raise serializers.ValidationError(refusal[0].upper() + refusal[1:] + ".")
+        _refuse_kind_of_client(self.context, kind)
         return kind
 
     def validate_segment(self, value: int) -> Segment:
